@@ -1,0 +1,101 @@
+"""The pytest plugin (entry point `pytest11`): options, markers, case ids, report.
+
+Loaded into every pytest run of an environment where the package is installed, so it
+does nothing until asked: the IUT is started only by a test that uses it, the report is
+written only with --conformance-report, the preflight runs only with an explicit --iut.
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from .harness.registry import CASE_ID, REQUIREMENT_ID
+
+MARKER = "conformance"
+IUT_START_FAILURE = pytest.StashKey[str]()
+HELLO = pytest.StashKey[dict]()
+COLLECTOR = pytest.StashKey[object]()
+
+
+def pytest_addoption(parser):
+    g = parser.getgroup("ptlrpc-conformance", "PtlRPC conformance suite")
+    g.addoption("--iut", default=None, metavar="SPEC",
+                help="implementation under test: reference (default), python:package.module:factory, exec:COMMAND")
+    g.addoption("--iut-timeout", type=float, default=5.0, metavar="SECONDS",
+                help="per-call timeout for exec: testees (default 5)")
+    g.addoption("--profile", default=None, metavar="NAME",
+                help="profile the verdicts follow (default: the current Lustre code, lustre-2.17.57)")
+    g.addoption("--vectors", action="append", default=[], metavar="DIR",
+                help="add the vector files of DIR (or one file) to the run; may be repeated")
+    g.addoption("--ignore-errno-class", action="store_true", default=False,
+                help="judge rejections by accept/reject only; errno classes are reported, not judged")
+    g.addoption("--conformance-report", default=None, metavar="FILE",
+                help="write a report.json of the run to FILE")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(case, requirements, area=None): a conformance case with its declared case id and the "
+        "requirement ids it checks")
+    if not config.pluginmanager.has_plugin("ptlrpc_conformance.fixtures.core"):
+        from .fixtures import core
+        config.pluginmanager.register(core, "ptlrpc_conformance.fixtures.core")
+    if not hasattr(config, "workerinput"):
+        from .harness.report import Collector
+        collector = Collector(config)
+        config.stash[COLLECTOR] = collector
+        config.pluginmanager.register(collector, "ptlrpc_conformance.report")
+
+
+def pytest_sessionstart(session):
+    """Preflight on the controller: start the IUT once and read its hello, so that an IUT
+    that cannot start ends the run with exit status 3 before any case runs."""
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    if config.getoption("iut") is None and not config.getoption("conformance_report"):
+        return
+    from .harness.adapter import IUTStartError, UsageError, load_adapter
+    spec = config.getoption("iut") or "reference"
+    try:
+        adapter = load_adapter(spec, timeout=config.getoption("iut_timeout"))
+        with adapter:
+            config.stash[HELLO] = adapter.hello.as_dict()
+    except UsageError as e:
+        raise pytest.UsageError(str(e)) from None
+    except IUTStartError as e:
+        config.stash[IUT_START_FAILURE] = str(e)
+        pytest.exit(f"the IUT could not start: {e}", returncode=3)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Every conformance case carries its declared id and requirements as user
+    properties, so reports (and xdist workers' reports) keep them."""
+    seen: dict[str, str] = {}
+    problems = []
+    for item in items:
+        mark = item.get_closest_marker(MARKER)
+        if mark is None:
+            continue
+        case = mark.kwargs.get("case") or (mark.args[0] if mark.args else None)
+        reqs = mark.kwargs.get("requirements") or (mark.args[1] if len(mark.args) > 1 else ())
+        if not isinstance(case, str) or not CASE_ID.match(case):
+            problems.append(f"{item.nodeid}: case id {case!r} does not follow the case id grammar")
+            continue
+        if case in seen:
+            problems.append(f"{item.nodeid}: case id {case} already used by {seen[case]}")
+        seen[case] = item.nodeid
+        if not reqs or not all(isinstance(r, str) and REQUIREMENT_ID.match(r) for r in reqs):
+            problems.append(f"{item.nodeid}: case {case} names no valid requirement ids ({reqs!r})")
+        item.user_properties.append(("case_id", case))
+        item.user_properties.append(("requirements", ",".join(reqs)))
+    if problems:
+        raise pytest.UsageError("conformance case declarations are broken:\n  " + "\n  ".join(problems))
+
+
+def pytest_generate_tests(metafunc):
+    from .fixtures.core import generate_vector_cases
+    generate_vector_cases(metafunc)

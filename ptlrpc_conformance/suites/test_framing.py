@@ -1,0 +1,21 @@
+"""Framing: the lustre_msg_v2 header, padding and ptlrpc_body (RULES.md HDR, PAD, BODY, CKSUM).
+
+Cases come from the golden vectors in vectors/*.yaml: every vector is a decode case
+(`<vector id>.decode`), every canonical vector also an encode case (`<vector id>.encode`).
+"""
+from ptlrpc_conformance.harness.judge import judge_decode, judge_encode
+
+
+def test_decode(decode_vector, iut, need, errno_agnostic, conclude):
+    """valid: accepted and decoded to the listed fields; invalid: rejected with an allowed
+    errno class; acceptable: either, but never a crash, hang or garbage."""
+    need(iut, "decode")
+    outcome = iut.call({"op": "decode", "data": decode_vector.data.hex(), "direction": decode_vector.direction})
+    conclude(judge_decode(decode_vector, outcome, errno_agnostic))
+
+
+def test_encode(encode_vector, iut, need, conclude):
+    """A canonical vector's fields encode to exactly its bytes."""
+    need(iut, "encode")
+    outcome = iut.call({"op": "encode", "message": encode_vector.encode_request()})
+    conclude(judge_encode(encode_vector, outcome))

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Generate ptlrpc_conformance/spec/facts.json from the project's spec sources.
+
+Inputs (read only):
+  ../shared/spec/wire_facts.yaml   constants and struct layouts (from Lustre's wiretest.c)
+  ../shared/spec/flags.yaml        MSG_*, MSGHDR_*, pb_type, pb_version, magic, opcodes, wire errnos
+  tools/facts_extra.yaml           limits and facts the two files above do not carry as values
+
+The output is JSON so that the bundled reference implementation (stdlib only) can read
+the very same facts the suites read.  `python tools/gen_facts.py --check` exits 1 when
+the committed file differs from what the sources give (the project's tests run it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
+OUTPUT = ROOT / "ptlrpc_conformance" / "spec" / "facts.json"
+EXTRA = ROOT / "tools" / "facts_extra.yaml"
+
+# flags.yaml sections copied as {name: value}; obsolete names are kept but marked.
+FLAG_SECTIONS = {
+    "MSG_pb_flags": "msg_flags",
+    "MSG_CONNECT_op_flags": "msg_connect_flags",
+    "MSGHDR_lm_flags": "msghdr_flags",
+    "PTL_RPC_MSG_pb_type": "msg_types",
+    "pb_version": "versions",
+    "lustre_msg_magic": "magic",
+}
+
+
+def _flag_table(section: dict) -> dict:
+    table = {}
+    for name, entry in section.items():
+        if not isinstance(entry, dict) or "value" not in entry:
+            continue
+        if not name.isupper():
+            continue  # derived helper rows such as computed_byteswap_of_V2
+        row = {"value": entry["value"]}
+        if entry.get("line"):
+            row["cite"] = entry["line"]
+        if "obsolete" in str(entry.get("status", "")) or "local define" in str(entry.get("status", "")):
+            row["status"] = entry["status"]
+        table[name] = row
+    return dict(sorted(table.items(), key=lambda kv: (kv[1]["value"], kv[0])))
+
+
+def _struct(entry: dict) -> dict:
+    fields = []
+    for f in entry.get("fields", []):
+        row = {"name": f["name"], "offset": f["offset"], "size": f["size"], "type": f.get("type", "")}
+        if "count" in f:
+            row["count"] = f["count"]
+            row["elem_size"] = f.get("elem_size", 0)
+        if f.get("flexible"):
+            row["flexible"] = True
+        if f.get("condition"):
+            row["condition"] = f["condition"]
+        fields.append(row)
+    out = {"size": entry["size"], "kind": entry.get("kind", "struct"), "fields": fields}
+    if entry.get("header"):
+        out["cite"] = entry["header"]
+    return out
+
+
+def build(spec_dir: pathlib.Path) -> dict:
+    wire = yaml.safe_load((spec_dir / "wire_facts.yaml").read_text())
+    flags = yaml.safe_load((spec_dir / "flags.yaml").read_text())
+    extra = yaml.safe_load(EXTRA.read_text())
+
+    constants = {name: {"value": value} for name, value in wire["constants"].items()}
+    for name, src in wire.get("constant_sources", {}).items():
+        if name in constants:
+            constants[name]["cite"] = f"lustre/ptlrpc/wiretest.c:{src['line']}"
+    for name, row in extra["constants"].items():
+        constants[name] = {"value": row["value"], "cite": row["cite"]}
+
+    opcodes = {}
+    for family, fam in flags["opcodes"].items():
+        for name, entry in (fam.get("opcodes") or {}).items():
+            if isinstance(entry, dict) and "value" in entry:
+                opcodes[name] = {"value": entry["value"], "family": family, "cite": entry.get("line", "")}
+
+    errnos = {}
+    for lname, entry in flags["wire_errno"]["table"].items():
+        errnos[entry["host_name"]] = {"wire": entry["value"], "x86": entry["linux_x86_value"],
+                                      "cite": entry.get("line", "")}
+
+    facts = {
+        "meta": {
+            "generated_by": "tools/gen_facts.py",
+            "sources": ["shared/spec/wire_facts.yaml", "shared/spec/flags.yaml", "tools/facts_extra.yaml"],
+            "lustre_version": "2.17.57",
+            "abi": wire["meta"]["abi"],
+            "note": "Generated; do not edit. Facts are Lustre's; the arrangement is this project's.",
+        },
+        "limits": {k: v for k, v in extra["limits"].items()},
+        "constants": dict(sorted(constants.items())),
+        "opcodes": dict(sorted(opcodes.items(), key=lambda kv: (kv[1]["value"], kv[0]))),
+        "errnos": dict(sorted(errnos.items(), key=lambda kv: (kv[1]["wire"], kv[0]))),
+        "unswabbed": extra["unswabbed"],
+        "signed": extra["signed"],
+        "structs": {name: _struct(entry) for name, entry in sorted(wire["structs"].items())},
+    }
+    for section, key in FLAG_SECTIONS.items():
+        facts[key] = _flag_table(flags[section])
+    return facts
+
+
+def render(facts: dict) -> str:
+    return json.dumps(facts, indent=1, sort_keys=False) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", type=pathlib.Path, default=DEFAULT_SPEC, help="the shared/spec directory")
+    ap.add_argument("--check", action="store_true", help="compare with the committed file; write nothing")
+    args = ap.parse_args(argv)
+    if not (args.spec / "wire_facts.yaml").is_file():
+        print(f"gen_facts: no wire_facts.yaml under {args.spec}", file=sys.stderr)
+        return 2
+    text = render(build(args.spec))
+    if args.check:
+        current = OUTPUT.read_text() if OUTPUT.exists() else ""
+        if current != text:
+            print(f"gen_facts: {OUTPUT.relative_to(ROOT)} is stale; run python tools/gen_facts.py", file=sys.stderr)
+            return 1
+        print("gen_facts: facts.json is up to date")
+        return 0
+    OUTPUT.write_text(text)
+    print(f"gen_facts: wrote {OUTPUT.relative_to(ROOT)} ({len(text)} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
