@@ -74,8 +74,9 @@ def detect_byte_order(st: DecodeState) -> None:
 def check_bufcount(st: DecodeState) -> None:
     """HDR-6: 1 <= lm_bufcount <= PTLRPC_MAX_BUFCOUNT."""
     st.bufcount = st.u32(st.config.header_layout.field("lm_bufcount").offset)
-    if not 1 <= st.bufcount <= st.config.max_bufcount:
-        st.reject("EINVAL", f"lm_bufcount {st.bufcount} outside 1..{st.config.max_bufcount}")
+    low, high = st.config.min_bufcount, st.config.max_bufcount
+    if not low <= st.bufcount <= high:
+        st.reject("EINVAL", f"lm_bufcount {st.bufcount} outside {low}..{high}")
 
 
 def check_buflens_room(st: DecodeState) -> None:
@@ -143,6 +144,8 @@ def check_magic(st: DecodeState) -> None:
 
 def check_body_size(st: DecodeState) -> None:
     """BODY-2: buffer 0 must hold a ptlrpc_body_v2 (152 bytes)."""
+    if not st.buflens:
+        st.reject("EFAULT", "the message has no buffer 0 for the ptlrpc_body")
     if st.buflens[0] < st.config.min_body:
         st.reject("EFAULT", f"lm_buflens[0] = {st.buflens[0]}, a ptlrpc_body needs at least {st.config.min_body}")
 
@@ -196,6 +199,7 @@ DEFAULT_DECODE_CHECKS: tuple[Callable[[DecodeState], None], ...] = (
 
 @dataclass(frozen=True)
 class CodecConfig:
+    min_bufcount: int = 1
     max_bufcount: int = spec.constant("PTLRPC_MAX_BUFCOUNT")
     max_buflen: int = spec.constant("PTLRPC_MAX_BUFLEN")
     header_fixed: int = spec.constant("LUSTRE_MSG_HEADER_FIXED")
@@ -203,7 +207,7 @@ class CodecConfig:
     jobid_body: int = spec.constant("PTLRPC_BODY_V3_SIZE")
     alignment: int = spec.constant("BUFFER_ALIGNMENT")
     magic: int = spec.constant("LUSTRE_MSG_MAGIC_V2")
-    magic_swabbed: int = spec.constant("LUSTRE_MSG_MAGIC_V2_SWABBED")
+    magic_swabbed: int | None = spec.constant("LUSTRE_MSG_MAGIC_V2_SWABBED")   # None: never swab
     msg_version: int = spec.constant("PTLRPC_MSG_VERSION")
     request_types: frozenset = frozenset({spec.constant("PTL_RPC_MSG_REQUEST")})
     reply_types: frozenset = frozenset({spec.constant("PTL_RPC_MSG_REPLY"), spec.constant("PTL_RPC_MSG_ERR")})
@@ -245,6 +249,8 @@ class Codec:
         for check in self.config.decode_checks:
             check(st)
         buffers = [st.data[o:o + n] for o, n in zip(st.offsets, st.buflens)]
+        if not buffers:
+            raise CodecError("EFAULT", "the message has no buffer 0")
         return {
             "byte_order": st.order,
             "header": {k: st.header[k] for k in HEADER_FIELDS if k in st.header},

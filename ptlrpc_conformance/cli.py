@@ -1,0 +1,257 @@
+"""ptlrpc-conformance: the command line.
+
+  ptlrpc-conformance [certify] [--iut SPEC] [--out DIR] [options] [-- PYTEST-ARGS]
+  ptlrpc-conformance decode HEX [--direction request|reply] [--iut SPEC]
+  ptlrpc-conformance lint-vectors [PATH ...]
+  ptlrpc-conformance requirements
+
+Exit status: 0 every applicable case passed; 1 a case failed (the IUT crashing, hanging
+or garbling mid-run included); 2 usage or input error; 3 the IUT could not start, or its
+hello was missing, invalid or not protocol 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+from importlib import resources
+
+EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
+SUBCOMMANDS = ("certify", "decode", "lint-vectors", "requirements")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits with status 2 and our prefix on usage errors."""
+
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+
+
+def _certify_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ptlrpc-conformance certify",
+                description="Run the conformance suite against an implementation and write report.json.")
+    p.add_argument("--iut", default="reference",
+                   help="reference (default), python:package.module:factory, or exec:COMMAND")
+    p.add_argument("--iut-timeout", type=float, default=5.0, help="per-call timeout in seconds (exec:)")
+    p.add_argument("--out", default="ptlrpc-conformance-report", help="directory for report.json (created)")
+    p.add_argument("--profile", default=None, help="profile the verdicts follow (default lustre-2.17.57)")
+    p.add_argument("--vectors", action="append", default=[], metavar="DIR", help="add your own vector files")
+    p.add_argument("--ignore-errno-class", action="store_true",
+                   help="judge accept/reject only; report errno classes separately")
+    p.add_argument("-n", "--jobs", default=None, help="parallel workers (pytest-xdist), e.g. 2 or auto")
+    p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
+    p.add_argument("-q", "--quiet", action="store_true", help="less output")
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    return p
+
+
+def _iut_preflight(spec: str, timeout: float):
+    from .harness.adapter import IUTStartError, UsageError, load_adapter
+    try:
+        adapter = load_adapter(spec, timeout=timeout)
+    except UsageError as e:
+        print(f"ptlrpc-conformance: {e}", file=sys.stderr)
+        return EXIT_USAGE, None
+    except IUTStartError as e:
+        print(f"ptlrpc-conformance: the IUT could not start: {e}", file=sys.stderr)
+        return EXIT_IUT, None
+    try:
+        adapter.start()
+    except IUTStartError as e:
+        print(f"ptlrpc-conformance: the IUT could not start: {e}", file=sys.stderr)
+        return EXIT_IUT, None
+    return None, adapter
+
+
+class _Observer:
+    """Sees the session's config so the exit status can tell an IUT that failed to start."""
+
+    def __init__(self):
+        self.start_failure = None
+
+    def pytest_sessionfinish(self, session):
+        from .plugin import IUT_START_FAILURE
+        self.start_failure = session.config.stash.get(IUT_START_FAILURE, None)
+
+
+def cmd_certify(argv: list[str]) -> int:
+    args = _certify_parser().parse_args(argv)
+    from .harness import registry
+    from .harness.vectors import VectorError, load_all
+    try:
+        registry.profile(args.profile)
+    except registry.RegistryError as e:
+        print(f"ptlrpc-conformance: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        load_all(args.vectors)
+    except VectorError as e:
+        print("ptlrpc-conformance: vector files have problems:\n  " + "\n  ".join(e.problems), file=sys.stderr)
+        return EXIT_USAGE
+    status, adapter = _iut_preflight(args.iut, args.iut_timeout)
+    if status is not None:
+        return status
+    hello = adapter.hello
+    adapter.close()
+    out = pathlib.Path(args.out)
+    report_path = out / "report.json"
+    print(f"ptlrpc-conformance: certifying {hello.name} {hello.version} ({args.iut}); "
+          f"capabilities: {', '.join(sorted(hello.capabilities)) or 'none'}", flush=True)
+
+    import pytest
+    suites = resources.files("ptlrpc_conformance.suites")
+    ini = str(suites.joinpath("pytest.ini"))
+    pargs = ["-c", ini, "--rootdir", str(suites), "--pyargs", "ptlrpc_conformance.suites",
+             "--iut", args.iut, "--iut-timeout", str(args.iut_timeout),
+             "--conformance-report", str(report_path), "-rfE"]
+    if args.profile:
+        pargs += ["--profile", args.profile]
+    for v in args.vectors:
+        pargs += ["--vectors", os.path.abspath(v)]
+    if args.ignore_errno_class:
+        pargs.append("--ignore-errno-class")
+    if args.jobs:
+        pargs += ["-n", str(args.jobs)]
+    if args.keyword:
+        pargs += ["-k", args.keyword]
+    pargs.append("-q" if args.quiet else "-v")
+    pargs += args.pytest_args
+    observer = _Observer()
+    rc = int(pytest.main(pargs, plugins=[observer]))
+    if observer.start_failure:
+        return EXIT_IUT
+    if report_path.exists():
+        print(f"ptlrpc-conformance: report written to {report_path}")
+    if rc == 0:
+        return EXIT_OK
+    if rc in (4, 5):          # usage error, or nothing selected
+        if rc == 5:
+            print("ptlrpc-conformance: no case was selected", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_FAIL
+
+
+def _read_hex(text: str) -> bytes:
+    if text == "-":
+        text = sys.stdin.read()
+    elif text.startswith("@"):
+        text = pathlib.Path(text[1:]).read_text()
+    digits = "".join(text.split())
+    return bytes.fromhex(digits)
+
+
+def cmd_decode(argv: list[str]) -> int:
+    p = _Parser(prog="ptlrpc-conformance decode",
+                description="Print a message as a hex dump annotated with field names and offsets, "
+                            "then what the IUT decodes it to.")
+    p.add_argument("hex", help="the message as hex; '-' reads stdin, '@FILE' reads a file")
+    p.add_argument("--direction", choices=("request", "reply"), default="request")
+    p.add_argument("--iut", default="reference")
+    p.add_argument("--iut-timeout", type=float, default=5.0)
+    args = p.parse_args(argv)
+    from .harness import hexdump
+    try:
+        data = _read_hex(args.hex)
+    except (ValueError, OSError) as e:
+        print(f"ptlrpc-conformance decode: not hex: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{len(data)} bytes, annotated by the suite's own layout walker:")
+    print(hexdump.render(data, limit=1 << 30))
+    status, adapter = _iut_preflight(args.iut, args.iut_timeout)
+    if status is not None:
+        return status
+    with adapter:
+        from .harness.adapter import NotApplicable
+        try:
+            outcome = adapter.call({"op": "decode", "data": data.hex(), "direction": args.direction})
+        except NotApplicable as e:
+            print(f"\n{adapter.hello.name}: {e}")
+            return EXIT_FAIL
+    print(f"\n{adapter.hello.name} ({args.direction}): {outcome.describe()}")
+    if outcome.ok:
+        print(json.dumps(outcome.result, indent=1))
+        return EXIT_OK
+    return EXIT_FAIL
+
+
+def cmd_lint_vectors(argv: list[str]) -> int:
+    p = _Parser(prog="ptlrpc-conformance lint-vectors",
+                description="Check vector files; every problem is reported with file, vector id and field.")
+    p.add_argument("paths", nargs="*", help="vector files or directories (default: the bundled vectors)")
+    args = p.parse_args(argv)
+    from .harness.vectors import VectorError, bundled_files, load_file, user_files
+    problems: list[str] = []
+    count = 0
+    try:
+        if args.paths:
+            for path in user_files(args.paths):
+                count += len(load_file(path, None, problems))
+        else:
+            for name, text in bundled_files():
+                count += len(load_file(name, text, problems))
+    except VectorError as e:
+        problems += e.problems
+    ids: dict[str, int] = {}
+    if problems:
+        for line in problems:
+            print(line)
+        print(f"lint-vectors: {len(problems)} problem(s)", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"lint-vectors: {count} vectors, no problems")
+    return EXIT_OK
+
+
+def cmd_requirements(argv: list[str]) -> int:
+    p = _Parser(prog="ptlrpc-conformance requirements", description="List the requirement registry.")
+    p.add_argument("--profile", default=None)
+    args = p.parse_args(argv)
+    from .harness import registry
+    from .harness.vectors import load_all
+    try:
+        prof = registry.profile(args.profile).name
+    except registry.RegistryError as e:
+        print(f"ptlrpc-conformance: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    covered: dict[str, int] = {}
+    for v in load_all():
+        for r in v.requirements:
+            covered[r] = covered.get(r, 0) + 1
+    reqs = [r for r in registry.requirements().values() if r.in_profile(prof)]
+    for r in reqs:
+        print(f"{r.id:<16} {r.level:<6} vectors={covered.get(r.id, 0):<3} {r.statement}")
+    n = sum(1 for r in reqs if covered.get(r.id))
+    print(f"\n{n} of {len(reqs)} requirements of profile {prof} have vectors")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return EXIT_OK
+    if argv and argv[0] == "--version":
+        from . import __version__
+        print(f"ptlrpc-conformance {__version__}")
+        return EXIT_OK
+    command = "certify"
+    if argv and argv[0] in SUBCOMMANDS:
+        command = argv.pop(0)
+    elif argv and not argv[0].startswith("-"):
+        print(f"ptlrpc-conformance: unknown command {argv[0]!r} (commands: {', '.join(SUBCOMMANDS)})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    handler = {"certify": cmd_certify, "decode": cmd_decode, "lint-vectors": cmd_lint_vectors,
+               "requirements": cmd_requirements}[command]
+    try:
+        return handler(argv)
+    except KeyboardInterrupt:
+        print("ptlrpc-conformance: interrupted", file=sys.stderr)
+        return EXIT_FAIL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

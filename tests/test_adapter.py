@@ -1,0 +1,80 @@
+"""The adapter interface: batches, pipelining, restarts, capability gating."""
+import sys
+
+import pytest
+
+from conftest import TESTS
+from ptlrpc_conformance.harness.adapter import (ExecAdapter, InProcessAdapter, NotApplicable, UsageError,
+                                                load_adapter)
+from ptlrpc_conformance.harness.vectors import load_all
+
+HOSTILE = [sys.executable, str(TESTS / "testees" / "hostile.py")]
+VECTORS = {v.id: v for v in load_all()}
+
+
+def decode_req(vid):
+    v = VECTORS[vid]
+    return {"op": "decode", "data": v.data.hex(), "direction": v.direction}
+
+
+def test_batch_through_exec_keeps_order_and_survives_a_crash():
+    adapter = ExecAdapter(HOSTILE + ["crash"], timeout=5)
+    with adapter:
+        batch = [decode_req("framing.magic.v2-native"), decode_req("framing.magic.zero"),
+                 decode_req("framing.bufcount.zero"), decode_req("framing.body.rich-request")] * 3
+        outcomes = adapter.call_many(batch)
+    kinds = [o.kind for o in outcomes]
+    assert kinds == ["ok", "crash", "error", "ok"] * 3
+    assert adapter.restarts == 3
+    assert outcomes[2].error == "EINVAL"
+    assert outcomes[3].result["body"]["pb_opc"] == 1
+
+
+def test_pipelined_batch_is_large_and_in_order():
+    adapter = load_adapter(f"exec:{sys.executable} -m ptlrpc_conformance.reference")
+    with adapter:
+        vids = sorted(VECTORS)
+        outcomes = adapter.call_many([decode_req(v) for v in vids] * 50)
+    assert len(outcomes) == 50 * len(vids)
+    for i, o in enumerate(outcomes):
+        expected = VECTORS[vids[i % len(vids)]].verdict
+        assert o.kind == ("ok" if expected == "valid" else "error") or expected == "acceptable"
+
+
+def test_undeclared_capability_is_never_sent():
+    class Spy:
+        seen = []
+
+        def handle(self, request):
+            self.seen.append(request["op"])
+            return {"ok": True, "result": {"name": "spy", "version": "0", "capabilities": ["decode", "x-future"],
+                                           "protocol": 1}}
+    spy = Spy()
+    adapter = InProcessAdapter(spy)
+    assert adapter.start().capabilities == frozenset({"decode"})      # unknown names ignored
+    with pytest.raises(NotApplicable, match="capability 'encode'"):
+        adapter.call({"op": "encode", "message": {}})
+    with pytest.raises(NotApplicable, match="capability 'target'"):
+        adapter.call({"op": "exchange", "data": "", "xid": 1, "client": "c"})
+    assert spy.seen == ["hello"]
+    assert adapter.call({"op": "frobnicate"}, probe=True).kind == "ok"   # probes bypass the gate
+
+
+def test_in_process_responses_go_through_json():
+    class NotJson:
+        def handle(self, request):
+            if request["op"] == "hello":
+                return {"ok": True, "result": {"name": "n", "version": "0", "capabilities": ["decode"], "protocol": 1}}
+            return {"ok": True, "result": {"data": b"bytes are not JSON"}}
+    with InProcessAdapter(NotJson()) as a:
+        o = a.call(decode_req("framing.magic.v2-native"))
+    assert o.kind == "crash" and "not JSON serializable" in o.detail
+
+
+def test_loader_errors():
+    with pytest.raises(UsageError):
+        load_adapter("exec:")
+    with pytest.raises(UsageError):
+        load_adapter("python:os:path")        # not callable...
+    with pytest.raises(UsageError, match="no handle"):
+        load_adapter("python:builtins:object")

@@ -1,0 +1,50 @@
+"""Implementations that break one rule each fail exactly the cases of that rule, with a
+message that shows expected vs actual and the annotated bytes."""
+import pytest
+
+BROKEN = {
+    # factory: (cases that must fail, text the failure message must contain)
+    "accepts_bufcount_zero": ({"framing.bufcount.zero.decode"},
+                              ["expected: rejected with EINVAL", "actual:   rejected with EFAULT", "lm_bufcount = 0"]),
+    "no_header_pad": ({"framing.magic.v2-native.decode", "framing.magic.v2-native.encode",
+                       "framing.pad.header-absent.decode", "framing.bufcount.three-odd.encode"},
+                      ["header pad", "differing bytes marked *"]),
+    "swabbed_magic_unknown": ({"framing.magic.v2-swabbed.decode"},
+                              ["expected: accepted", "actual:   rejected with EINVAL", "(byte-swapped peer)"]),
+    "accepts_151_byte_body": ({"framing.body.size-151.decode"},
+                              ["expected: rejected with EFAULT", "actual:   accepted", "lm_buflens[0] = 151"]),
+}
+
+
+@pytest.mark.parametrize("factory", sorted(BROKEN))
+def test_broken_implementation_fails_its_rule(run_cli, factory):
+    must_fail, texts = BROKEN[factory]
+    run = run_cli("--iut", f"python:iuts:{factory}")
+    assert run.rc == 1, run.stdout + run.stderr
+    verdicts = run.verdicts()
+    failed = {c for c, v in verdicts.items() if v == "fail"}
+    assert must_fail <= failed, f"expected {must_fail} among the failures, got {failed}"
+    assert "error" not in verdicts.values()
+    messages = "\n".join(run.case(c)["message"] for c in must_fail)
+    for text in texts:
+        assert text in messages, f"{text!r} not in the failure messages:\n{messages[:3000]}"
+    # the same dump is printed on the console
+    assert texts[0] in run.stdout
+
+
+def test_no_header_pad_fails_only_framing_that_depends_on_it(run_cli):
+    """Vectors with an even bufcount do not depend on the header pad and still pass."""
+    run = run_cli("--iut", "python:iuts:no_header_pad")
+    verdicts = run.verdicts()
+    assert verdicts["framing.bufcount.two-even.decode"] == "pass"
+    assert verdicts["framing.bufcount.two-even.encode"] == "pass"
+
+
+def test_missing_capability_is_not_applicable_and_never_fails(run_cli):
+    run = run_cli("--iut", "python:iuts:decode_only")
+    assert run.rc == 0, run.stdout + run.stderr
+    verdicts = run.verdicts()
+    encode = {c: v for c, v in verdicts.items() if c.endswith(".encode")}
+    assert encode and set(encode.values()) == {"not-applicable"}
+    assert run.report["summary"]["fail"] == 0
+    assert run.report["summary"]["not-applicable"] == len(encode)

@@ -1,0 +1,57 @@
+"""The pytest plugin as a user's repository sees it (entry point pytest11)."""
+import sys
+
+
+def test_options_and_markers_are_registered(pytester):
+    result = pytester.runpytest_subprocess("--help")
+    out = result.stdout.str()
+    assert "PtlRPC conformance suite:" in out
+    for opt in ("--iut=SPEC", "--iut-timeout", "--profile", "--vectors", "--ignore-errno-class", "--conformance-report"):
+        assert opt in out
+    markers = pytester.runpytest_subprocess("--markers").stdout.str()
+    assert "@pytest.mark.conformance(case, requirements" in markers
+
+
+def test_suites_run_from_another_repository_with_xdist(pytester):
+    report = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-n", "2", "-p", "no:cacheprovider",
+                                           "--iut", f"exec:{sys.executable} -m ptlrpc_conformance.reference",
+                                           "--conformance-report", str(report))
+    result.assert_outcomes(passed=33)
+    assert report.exists()
+
+
+def test_user_tests_can_use_the_fixtures(pytester):
+    pytester.makepyfile(test_mine="""
+        import pytest
+
+        @pytest.mark.conformance(case="local.ping.decode", requirements=["HDR-MAGIC-1"])
+        def test_my_own_case(iut, need, conclude):
+            need(iut, "decode")
+            out = iut.call({"op": "decode", "data": "00", "direction": "request"})
+            assert out.rejected and out.error == "EINVAL"
+
+        def test_hello(iut_hello, conformance_profile):
+            assert iut_hello.protocol == 1 and conformance_profile == "lustre-2.17.57"
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+
+
+def test_a_case_without_a_valid_id_is_a_usage_error(pytester):
+    pytester.makepyfile(test_bad="""
+        import pytest
+
+        @pytest.mark.conformance(case="Not An Id", requirements=["HDR-MAGIC-1"])
+        def test_x():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 4
+    assert "does not follow the case id grammar" in result.stderr.str() + result.stdout.str()
+
+
+def test_plugin_is_inert_when_unused(pytester):
+    pytester.makepyfile(test_plain="def test_ok():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
