@@ -4,6 +4,7 @@
   ptlrpc-conformance decode HEX [--direction request|reply] [--iut SPEC]
   ptlrpc-conformance lint-vectors [PATH ...]
   ptlrpc-conformance requirements
+  ptlrpc-conformance export --format json [--out FILE]
 
 Exit status: 0 every applicable case passed; 1 a case failed (the IUT crashing, hanging
 or garbling mid-run included); 2 usage or input error; 3 the IUT could not start, or its
@@ -19,7 +20,7 @@ import sys
 from importlib import resources
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
-SUBCOMMANDS = ("certify", "decode", "lint-vectors", "requirements")
+SUBCOMMANDS = ("certify", "decode", "lint-vectors", "requirements", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +43,8 @@ def _certify_parser() -> argparse.ArgumentParser:
     p.add_argument("--vectors", action="append", default=[], metavar="DIR", help="add your own vector files")
     p.add_argument("--ignore-errno-class", action="store_true",
                    help="judge accept/reject only; report errno classes separately")
+    p.add_argument("--seed", type=int, default=None, help="seed of the property tests (recorded in the report)")
+    p.add_argument("--examples", type=int, default=None, help="examples per property test (default 200)")
     p.add_argument("-n", "--jobs", default=None, help="parallel workers (pytest-xdist), e.g. 2 or auto")
     p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
     p.add_argument("-q", "--quiet", action="store_true", help="less output")
@@ -114,6 +117,10 @@ def cmd_certify(argv: list[str]) -> int:
         pargs += ["--vectors", os.path.abspath(v)]
     if args.ignore_errno_class:
         pargs.append("--ignore-errno-class")
+    if args.seed is not None:
+        pargs += ["--conformance-seed", str(args.seed)]
+    if args.examples is not None:
+        pargs += ["--conformance-examples", str(args.examples)]
     if args.jobs:
         pargs += ["-n", str(args.jobs)]
     if args.keyword:
@@ -228,6 +235,53 @@ def cmd_requirements(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def cmd_export(argv: list[str]) -> int:
+    p = _Parser(prog="ptlrpc-conformance export",
+                description="Write every data case - hand-written vectors and the variants derived from them - "
+                            "for consumers in other languages.")
+    p.add_argument("--format", choices=("json",), default="json")
+    p.add_argument("--out", default="-", help="file to write (default: standard output)")
+    p.add_argument("--profile", default=None)
+    p.add_argument("--vectors", action="append", default=[], metavar="DIR")
+    args = p.parse_args(argv)
+    from . import __version__
+    from .harness import registry
+    from .harness.derive import derive
+    from .harness.vectors import VectorError, load_all
+    try:
+        prof = registry.profile(args.profile).name
+        vectors = [v.for_profile(prof) for v in load_all(args.vectors)]
+    except (registry.RegistryError, VectorError) as e:
+        print(f"ptlrpc-conformance export: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+    def row(v, derived_from=None):
+        out = {"id": v.id, "title": v.title, "requirements": list(v.requirements), "cite": list(v.cite),
+               "verdict": v.verdict, "direction": v.direction, "data": v.data.hex()}
+        if v.verdict == "valid":
+            out["expect"] = v.expect
+            out["canonical"] = v.canonical
+        if v.verdict == "invalid":
+            out["errno"] = list(v.errno)
+        if derived_from:
+            out["derived_from"] = derived_from
+        return out
+
+    cases = [row(v) for v in vectors]
+    for case in derive(vectors, prof):
+        cases += [row(v, case.origin.id) for v in case.variants]
+    doc = {"format": "ptlrpc-conformance-export/1", "suite_version": __version__, "profile": prof,
+           "lustre_version": registry.profile(prof).lustre_version, "count": len(cases), "cases": cases}
+    text = json.dumps(doc, indent=1) + "\n"
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        pathlib.Path(args.out).write_text(text)
+        print(f"export: {len(cases)} cases ({len(vectors)} vectors, {len(cases) - len(vectors)} derived) "
+              f"written to {args.out}", file=sys.stderr)
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
@@ -245,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     handler = {"certify": cmd_certify, "decode": cmd_decode, "lint-vectors": cmd_lint_vectors,
-               "requirements": cmd_requirements}[command]
+               "requirements": cmd_requirements, "export": cmd_export}[command]
     try:
         return handler(argv)
     except KeyboardInterrupt:

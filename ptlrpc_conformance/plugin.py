@@ -17,6 +17,7 @@ MARKER = "conformance"
 IUT_START_FAILURE = pytest.StashKey[str]()
 HELLO = pytest.StashKey[dict]()
 COLLECTOR = pytest.StashKey[object]()
+DEFAULT_SEED = 20261122
 
 
 def pytest_addoption(parser):
@@ -31,6 +32,10 @@ def pytest_addoption(parser):
                 help="add the vector files of DIR (or one file) to the run; may be repeated")
     g.addoption("--ignore-errno-class", action="store_true", default=False,
                 help="judge rejections by accept/reject only; errno classes are reported, not judged")
+    g.addoption("--conformance-seed", type=int, default=DEFAULT_SEED, metavar="N",
+                help=f"seed of the property tests (default {DEFAULT_SEED}); recorded in the report")
+    g.addoption("--conformance-examples", type=int, default=200, metavar="N",
+                help="examples per property test (default 200)")
     g.addoption("--conformance-report", default=None, metavar="FILE",
                 help="write a report.json of the run to FILE")
 
@@ -90,6 +95,7 @@ def pytest_collection_modifyitems(session, config, items):
         seen[case] = item.nodeid
         if not reqs or not all(isinstance(r, str) and REQUIREMENT_ID.match(r) for r in reqs):
             problems.append(f"{item.nodeid}: case {case} names no valid requirement ids ({reqs!r})")
+        item.extra_keyword_matches.add(case)   # so that -k selects by case id
         item.user_properties.append(("case_id", case))
         item.user_properties.append(("requirements", ",".join(reqs)))
     if problems:

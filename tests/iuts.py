@@ -55,3 +55,65 @@ class BadHello:
 
 def bad_hello():
     return BadHello()
+
+
+# ---- one broken implementation per rule family (framing) -----------------------------------
+import zlib  # noqa: E402
+
+from ptlrpc_conformance.reference.codec import check_magic, check_version  # noqa: E402
+
+
+def _without(*checks):
+    return tuple(c for c in BASE.decode_checks if c not in checks)
+
+
+FAMILIES = {
+    # name: (configuration changes, what it gets wrong)
+    "magic_unchecked": (dict(decode_checks=_without(check_magic)), "any magic is accepted"),
+    "bufcount_max_31": (dict(max_bufcount=31), "the seed's limit of 31 buffers"),
+    "buflen_unrounded": (dict(round_buflens=False), "buffers placed without rounding lengths up to 8"),
+    "buflen_max_off_by_8": (dict(max_buflen=BASE.max_buflen + 8), "PTLRPC_MAX_BUFLEN one step too big"),
+    "wrap_accepted": (dict(reject_wrapped_buflen=False), "buflens whose rounding wraps are accepted"),
+    "encoder_pad_ff": (dict(pad_byte=0xFF), "the encoder pads with 0xFF"),
+    "encoder_no_buffer_pad": (dict(pad_buffers=False), "the encoder does not pad buffers"),
+    "encoder_padded_buflens": (dict(encode_padded_buflens=True), "the encoder writes rounded buflens"),
+    "swabs_handle": (dict(unswabbed=BASE.unswabbed - {"pb_handle"}), "pb_handle is byte-swapped"),
+    "no_swab_transno": (dict(unswabbed=BASE.unswabbed | {"pb_transno"}), "pb_transno is not byte-swapped"),
+    "no_swab_padding_3": (dict(unswabbed=BASE.unswabbed - {"lm_padding_3"}), "lm_padding_3 is byte-swapped"),
+    "version_unchecked": (dict(decode_checks=_without(check_version)), "pb_version is not checked"),
+    "reply_accepts_request_type": (dict(reply_types=BASE.reply_types | {4711}), "a reply may be a REQUEST"),
+    "cksum_final_inversion": (dict(cksum=lambda b: zlib.crc32(b)), "the checksum is inverted at the end"),
+}
+
+
+def family(name):
+    changes, what = FAMILIES[name]
+    return make_testee(BASE.but(**changes), name=f"broken: {what}")
+
+
+for _name in FAMILIES:
+    globals()[_name] = (lambda n: lambda: family(n))(_name)
+
+
+class RenamesErrors:
+    """A correct decoder that names every rejection EBADMSG, as third-party decoders do."""
+
+    def __init__(self, declares_agnostic=False):
+        self.inner = make_testee(name="EBADMSG for everything")
+        self.declares_agnostic = declares_agnostic
+
+    def handle(self, request):
+        response = self.inner.handle(request)
+        if request.get("op") == "hello" and self.declares_agnostic:
+            response["result"]["errno_agnostic"] = True
+        if not response["ok"] and response["error"] != "EOPNOTSUPP":
+            response["error"] = "EBADMSG"
+        return response
+
+
+def ebadmsg():
+    return RenamesErrors()
+
+
+def ebadmsg_agnostic():
+    return RenamesErrors(declares_agnostic=True)

@@ -122,3 +122,41 @@ def test_requirements_lists_the_registry(run_cli):
 def test_help_and_version(run_cli):
     assert "Exit status" in run_cli("--help", out=False).stdout
     assert run_cli("--version", out=False).stdout.startswith("ptlrpc-conformance ")
+
+
+def test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class(run_cli):
+    strict = run_cli("--iut", "python:iuts:ebadmsg", "--examples", "20")
+    assert strict.rc == 1
+    assert strict.verdicts()["framing.bufcount.zero.decode"] == "fail"
+    assert "actual:   rejected with EBADMSG" in strict.case("framing.bufcount.zero.decode")["message"]
+    for run in (run_cli("--iut", "python:iuts:ebadmsg", "--ignore-errno-class", "--examples", "20"),
+                run_cli("--iut", "python:iuts:ebadmsg_agnostic", "--examples", "20")):
+        assert run.rc == 0, run.stdout[-2000:]
+        notes = run.case("framing.bufcount.zero.decode")["notes"]
+        assert notes["errno"] == "EBADMSG"
+        assert notes["errno_class_mismatch"] == "expected EINVAL, got EBADMSG"
+
+
+def test_export_writes_vectors_and_derived_cases(run_cli, tmp_path):
+    out = tmp_path / "cases.json"
+    run = run_cli("export", "--format", "json", "--out", str(out), out=False)
+    assert run.rc == 0, run.stderr
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "ptlrpc-conformance-export/1" and doc["count"] == len(doc["cases"])
+    ids = {c["id"] for c in doc["cases"]}
+    assert "framing.bufcount.zero" in ids and "framing.magic.v2-native.swabbed" in ids
+    assert "framing.magic.v2-native.cut-17" in ids and "framing.magic.v2-native.bufcount+1" in ids
+    cut = next(c for c in doc["cases"] if c["id"] == "framing.magic.v2-native.cut-17")
+    assert cut["verdict"] == "invalid" and cut["errno"] == ["EINVAL"] and len(cut["data"]) == 34
+    assert cut["derived_from"] == "framing.magic.v2-native"
+
+
+def test_same_seed_gives_the_same_counterexample(run_cli):
+    """Property cases are derandomized: one seed, one IUT, one result - the same shrunk
+    counterexample included."""
+    args = ("--iut", "python:iuts:magic_unchecked", "--seed", "7", "-k", "framing.mutations")
+    a, b = run_cli(*args), run_cli(*args)
+    assert a.report["seed"] == b.report["seed"] == 7
+    assert a.verdicts()["framing.mutations.decode"] == "fail"
+    assert a.case("framing.mutations.decode")["message"] == b.case("framing.mutations.decode")["message"]
+    assert "counterexample (seed 7, shrunk)" in a.case("framing.mutations.decode")["message"]

@@ -51,10 +51,20 @@ def test_canonical_vector_bytes_are_its_fields_packed(vector):
     assert pack(vector.expect) == vector.data
 
 
-def test_every_must_requirement_of_framing_has_a_vector():
+def test_every_must_requirement_is_exercised_by_a_case():
+    """Vectors, derived cases and declared property cases together exercise every MUST."""
+    import inspect
+
+    from ptlrpc_conformance.harness.derive import derive
+    from ptlrpc_conformance.suites import test_properties
     named = {r for v in VECTORS for r in v.requirements}
+    named |= {r for c in derive(VECTORS) for r in c.requirements}
+    for _, fn in inspect.getmembers(test_properties, inspect.isfunction):
+        for mark in getattr(fn, "pytestmark", []):
+            if mark.name == "conformance":
+                named |= set(mark.kwargs["requirements"])
     missing = [r.id for r in registry.requirements().values() if r.level == "MUST" and r.id not in named]
-    assert not missing, f"MUST requirements without a vector: {missing}"
+    assert not missing, f"MUST requirements no case exercises: {missing}"
 
 
 def test_byte_notation():
@@ -63,3 +73,62 @@ def test_byte_notation():
                       ({"fill": "00", "count": -1}, "not a whole number"), (3, "expected hex text")):
         with pytest.raises(ValueError, match=text):
             parse_bytes(bad, "t")
+
+
+@pytest.mark.parametrize("profile", ["lustre-2.17.57", "lustre-2.17.57-literal"])
+def test_rule_model_agrees_with_every_hand_written_vector(profile):
+    """Two independent statements of the rules - the hand-written vectors and the suite's
+    rule model - must agree on every verdict and errno class."""
+    from ptlrpc_conformance.harness.model import predict
+    for v in VECTORS:
+        v = v.for_profile(profile)
+        p = predict(v.data, v.direction, tolerate_wrap=profile.endswith("literal"))
+        assert p.verdict == v.verdict, f"{v.id}: vector says {v.verdict}, model says {p.verdict} ({p.rule})"
+        if v.verdict == "invalid":
+            assert set(p.errno) == set(v.errno), f"{v.id}: vector {v.errno}, model {p.errno} ({p.rule})"
+
+
+def test_derived_cases_are_deterministic_and_named():
+    from ptlrpc_conformance.harness.derive import derive
+    from ptlrpc_conformance.harness.registry import CASE_ID
+    first, second = derive(VECTORS), derive(VECTORS)
+    assert [c.id for c in first] == [c.id for c in second]
+    ids = [c.id for c in first]
+    assert len(ids) == len(set(ids)) and all(CASE_ID.match(i) for i in ids)
+    variant_ids = [v.id for c in first for v in c.variants]
+    assert len(variant_ids) == len(set(variant_ids))
+    kinds = {i.rsplit(".", 2)[-2] for i in ids}
+    assert {"swabbed", "cut-fixed", "cut-buflens", "cut-buffer0", "cut-trailing", "bufcount-pm1", "buflen-pm1"} <= kinds
+
+
+def test_swab_twin_swaps_exactly_what_lustre_swabs():
+    from ptlrpc_conformance.harness.derive import swab
+    v = next(v for v in VECTORS if v.id == "framing.magic.v2-swabbed")
+    twin = swab(v.data)
+    assert swab(twin) == v.data
+    changed = {i for i in range(len(twin)) if twin[i] != v.data[i]}
+    assert not changed & set(range(28, 32))               # lm_padding_3
+    assert not changed & set(range(40, 48))               # pb_handle
+    assert not changed & set(range(40 + 34, 40 + 36))     # pb_padding0
+    assert not changed & set(range(40 + 128, 40 + 144))   # pb_padding64_0/1
+    assert not changed & set(range(40 + 152, 40 + 184))   # pb_jobid
+    assert twin[8:12] == bytes.fromhex("d30bd00b")
+
+
+def test_vector_files_validate_against_the_published_schema():
+    import json
+    from importlib import resources
+
+    import jsonschema
+    import yaml
+
+    from ptlrpc_conformance.harness.vectors import bundled_files
+    schema = json.loads(resources.files("ptlrpc_conformance.schemas").joinpath("vectors-v1.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.check_schema(schema)
+    for name, text in bundled_files():
+        validator.validate(yaml.safe_load(text))
+    bad = {"format": "ptlrpc-conformance-vectors/1",
+           "vectors": [{"id": "x.y", "title": "t", "requirements": ["HDR-MAGIC-1"], "cite": ["c"],
+                        "verdict": "valid", "direction": "request", "bytes": "00"}]}
+    assert not validator.is_valid(bad)   # a valid vector without expect

@@ -133,7 +133,7 @@ def render(data: bytes, highlight: set[int] | None = None, limit: int = 4096) ->
             row = []
 
         for k, off in enumerate(chunk):
-            if off >= len(data):
+            if off >= len(data) or off >= limit:
                 break
             mark = "*" if off in highlight else ""
             row.append(f"{data[off]:02x}{mark}")

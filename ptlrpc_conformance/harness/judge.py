@@ -157,24 +157,26 @@ def _dump(title: str, data: bytes, highlight: set[int] | None = None) -> str:
 
 def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False) -> Judgement:
     head = f"{vector.id}: {vector.title}\n"
-    dump = _dump(f"input, {vector.direction}", vector.data)
+
+    def dump() -> str:   # rendered only for a failure message
+        return _dump(f"input, {vector.direction}", vector.data)
     if outcome.trouble:
-        return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}\n{dump}",
+        return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}\n{dump()}",
                          {"outcome": outcome.kind})
     if vector.verdict == "acceptable":
         if outcome.rejected and outcome.error not in DECODE_ERRNOS:
             return Judgement(FAIL, f"{head}implementation-defined input: acceptance or rejection are both fine, "
-                                   f"but decode rejections are {'/'.join(DECODE_ERRNOS)}, got {outcome.error}\n{dump}")
+                                   f"but decode rejections are {'/'.join(DECODE_ERRNOS)}, got {outcome.error}\n{dump()}")
         if outcome.ok:
             shape = message_shape_problems(outcome.result)
             if shape:
                 return Judgement(FAIL, f"{head}accepted, but the result is not a well-formed MESSAGE:\n  "
-                                 + "\n  ".join(shape) + f"\n{dump}")
+                                 + "\n  ".join(shape) + f"\n{dump()}")
         return Judgement(PASS, notes={"accepted": outcome.ok})
     if vector.verdict == "invalid":
         if outcome.ok:
             return Judgement(FAIL, f"{head}expected: rejected with {' or '.join(vector.errno)}\n"
-                                   f"actual:   accepted\n{dump}")
+                                   f"actual:   accepted\n{dump()}")
         if outcome.error in vector.errno:
             return Judgement(PASS, notes={"errno": outcome.error})
         if errno_agnostic:
@@ -182,22 +184,22 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False)
                                           f"expected {'/'.join(vector.errno)}, got {outcome.error}"})
         return Judgement(FAIL, f"{head}expected: rejected with {' or '.join(vector.errno)}\n"
                                f"actual:   rejected with {outcome.error}"
-                               + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump}")
+                               + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump()}")
     # valid
     if outcome.rejected:
         return Judgement(FAIL, f"{head}expected: accepted\nactual:   rejected with {outcome.error}"
-                               + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump}")
+                               + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump()}")
     shape = message_shape_problems(outcome.result)
     if shape:
         return Judgement(FAIL, f"{head}accepted, but the result is not a well-formed MESSAGE:\n  "
-                         + "\n  ".join(shape) + f"\n{dump}")
+                         + "\n  ".join(shape) + f"\n{dump()}")
     diffs, cksum_compared = compare_message(vector.expect or {}, outcome.result)
     only_cksum = all(r.startswith("CKSUM-") for r in vector.requirements)
     if only_cksum and not cksum_compared:
         return Judgement(NOT_APPLICABLE, "the IUT reports no computed_cksum")
     if diffs:
         return Judgement(FAIL, f"{head}decoded fields differ (expected vs actual):\n  " + "\n  ".join(diffs)
-                         + f"\n{dump}")
+                         + f"\n{dump()}")
     return Judgement(PASS)
 
 
@@ -227,3 +229,18 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
                            f"(expected {len(expected)} bytes, got {len(actual)}; first difference at offset {first}; "
                            f"differing bytes marked *)\n"
                            f"{_dump('expected', expected, differing)}\n{_dump('actual', actual, differing)}")
+
+
+def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
+    """One verdict for a case made of several variants: an error if any variant hit
+    harness trouble, else a failure if any failed (listing them, with the first one's
+    full message), else a pass; not applicable only if every variant was."""
+    bad = [(v, j) for v, j in zip(variants, judgements) if j.status in (FAIL, ERROR)]
+    if bad:
+        status = ERROR if any(j.status == ERROR for _, j in bad) else FAIL
+        names = ", ".join(v.id.rsplit(".", 1)[-1] for v, _ in bad[:20]) + (" ..." if len(bad) > 20 else "")
+        return Judgement(status, f"{case_id}: {len(bad)} of {len(judgements)} variants failed: {names}\n"
+                                 f"first failure:\n{bad[0][1].message}")
+    if judgements and all(j.status == NOT_APPLICABLE for j in judgements):
+        return Judgement(NOT_APPLICABLE, judgements[0].message)
+    return Judgement(PASS)

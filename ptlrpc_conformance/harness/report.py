@@ -98,6 +98,7 @@ class Collector:
             "format": FORMAT,
             "suite": {"name": "ptlrpc-conformance", "version": __version__},
             "profile": profile,
+            "seed": config.getoption("conformance_seed"),
             "lustre_version": LUSTRE_VERSION,
             "iut": {"spec": config.getoption("iut") or "reference",
                     "hello": config.stash.get(HELLO, None),

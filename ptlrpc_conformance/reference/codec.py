@@ -221,6 +221,7 @@ class CodecConfig:
     pad_header: bool = True             # decode and encode: round the header up to `alignment`
     pad_buffers: bool = True            # encode: pad each buffer up to `alignment`
     pad_byte: int = 0                   # encode: the byte written into pads
+    encode_padded_buflens: bool = False  # encode: write buflens rounded up (a classic bug)
     decode_checks: tuple = DEFAULT_DECODE_CHECKS
     cksum: Callable[[bytes], int] = staticmethod(lambda b: zlib.crc32(b) ^ 0xFFFFFFFF)
 
@@ -316,7 +317,8 @@ class Codec:
                 value = _uint(header_in.get(f.name, 0), 32, f.name)
             out += value.to_bytes(4, LITTLE)
         for b in buffers:
-            out += len(b).to_bytes(4, LITTLE)
+            n = round_up(len(b), cfg.alignment) if cfg.encode_padded_buflens else len(b)
+            out += n.to_bytes(4, LITTLE)
         if cfg.pad_header:
             out += bytes([cfg.pad_byte]) * (round_up(len(out), cfg.alignment) - len(out))
         for b in buffers:

@@ -1,0 +1,137 @@
+"""Framing properties, checked through the adapter with Hypothesis.
+
+Each property is one case.  Runs are derandomized: the seed is --conformance-seed
+(recorded in report.json), so two runs of one IUT give one result.  A counterexample is
+shrunk by Hypothesis and reported with its annotated bytes.
+"""
+import pytest
+from hypothesis import HealthCheck, given, seed, settings
+
+from ptlrpc_conformance.fixtures.strategies import arbitrary_messages, canonical_messages, mutated
+from ptlrpc_conformance.harness import judge
+from ptlrpc_conformance.harness.derive import MAX_DERIVE_SIZE
+from ptlrpc_conformance.harness.model import predict
+from ptlrpc_conformance.harness.vectors import Vector
+
+case = pytest.mark.conformance
+
+
+class _Counterexample(Exception):
+    pass
+
+
+def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title):
+    """Run `check(example) -> Judgement` over `strategy`; conclude with the shrunk failure."""
+    failures = []
+
+    @seed(conformance_seed)
+    @settings(max_examples=conformance_examples, deadline=None, database=None, derandomize=False,
+              suppress_health_check=list(HealthCheck), print_blob=False)
+    @given(strategy)
+    def run(example):
+        j = check(example)
+        if j.status in (judge.FAIL, judge.ERROR):
+            failures.append(j)
+            raise _Counterexample(j.message)
+
+    try:
+        run()
+    except _Counterexample:
+        j = failures[-1]
+        j.message = f"{title}: counterexample (seed {conformance_seed}, shrunk):\n{j.message}"
+        conclude(j)
+
+
+def _model_vector(data: bytes, direction: str, how: str, tolerate_wrap: bool) -> Vector:
+    p = predict(data, direction, tolerate_wrap)
+    return Vector(id="framing.property.example", title=f"{how} (rule model: {p.rule or 'valid'})",
+                  requirements=("HDR-ORDER-1",), cite=("harness/model.py",), verdict=p.verdict,
+                  direction=direction, data=data, expect=p.expect if p.verdict == "valid" else None, errno=p.errno)
+
+
+@case(case="framing.roundtrip.encode-decode", requirements=["ENC-LENGTH-1", "ENC-CANON-1", "BODY-FIELDS-1"])
+def test_decode_of_encode_is_identity(iut, need, conclude, conformance_seed, conformance_examples):
+    """decode(encode(m)) gives back every field of m."""
+    need(iut, "encode")
+    need(iut, "decode")
+
+    def check(example):
+        direction, message = example
+        enc = iut.call({"op": "encode", "message": message})
+        if not enc.ok:
+            return judge.Judgement(judge.ERROR if enc.trouble else judge.FAIL,
+                                   f"encode of a representable message: {enc.describe()}\nmessage: {message}")
+        data = bytes.fromhex(enc.result["data"])
+        dec = iut.call({"op": "decode", "data": data.hex(), "direction": direction})
+        expect = {"byte_order": "little",
+                  "header": dict(message["header"], lm_bufcount=len(message["buflens"]), lm_magic=0x0BD00BD3),
+                  "buflens": message["buflens"],
+                  "body": {k: v for k, v in message["body"].items()
+                           if k != "pb_jobid" or message["buflens"][0] >= 184},
+                  "buffers": message["buffers"]}
+        if message["buflens"][0] < 184:
+            expect["body"]["pb_jobid"] = None
+        v = Vector(id="framing.roundtrip.example", title="decode(encode(m))", requirements=("ENC-LENGTH-1",),
+                   cite=("RULES PAD-2",), verdict="valid", direction=direction, data=data, expect=expect)
+        return judge.judge_decode(v, dec)
+
+    check_property(canonical_messages(), check, conformance_seed, conformance_examples, conclude,
+                   "decode(encode(m)) == m")
+
+
+@case(case="framing.encoded-length.encode", requirements=["ENC-LENGTH-1", "PAD-HEADER-1", "PAD-BUFFER-1"])
+def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examples):
+    """len(encode(m)) = round_up(32 + 4 * bufcount, 8) + sum of round_up(buflen, 8)."""
+    need(iut, "encode")
+
+    def check(example):
+        _, message = example
+        enc = iut.call({"op": "encode", "message": message})
+        if not enc.ok:
+            return judge.Judgement(judge.ERROR if enc.trouble else judge.FAIL,
+                                   f"encode of a representable message: {enc.describe()}")
+        got = len(enc.result["data"]) // 2
+        lens = message["buflens"]
+        want = -(-(32 + 4 * len(lens)) // 8) * 8 + sum(-(-n // 8) * 8 for n in lens)
+        if got != want:
+            return judge.Judgement(judge.FAIL, f"buflens {lens}: expected {want} bytes, got {got}\n"
+                                               + judge._dump("actual", bytes.fromhex(enc.result["data"])))
+        return judge.Judgement(judge.PASS)
+
+    check_property(canonical_messages(), check, conformance_seed, conformance_examples, conclude,
+                   "encoded length")
+
+
+@case(case="framing.arbitrary-bytes.decode", requirements=["DEC-ROBUST-1", "HDR-ORDER-1"])
+def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conformance_profile,
+                                    conformance_seed, conformance_examples):
+    """Random bytes and random headers: accepted or rejected exactly as the rule model says,
+    never a crash, a hang or a malformed result."""
+    need(iut, "decode")
+    tolerate = conformance_profile == "lustre-2.17.57-literal"
+
+    def check(example):
+        data, direction = example
+        out = iut.call({"op": "decode", "data": data.hex(), "direction": direction})
+        return judge.judge_decode(_model_vector(data, direction, "arbitrary bytes", tolerate), out, errno_agnostic)
+
+    check_property(arbitrary_messages(), check, conformance_seed, conformance_examples, conclude,
+                   "arbitrary bytes")
+
+
+@case(case="framing.mutations.decode", requirements=["DEC-ROBUST-1", "HDR-ORDER-1"])
+def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conformance_profile, request,
+                                    conformance_seed, conformance_examples):
+    """Bit flips and truncations of the valid vectors: verdict and errno class as the rule
+    model says."""
+    need(iut, "decode")
+    from ptlrpc_conformance.fixtures.core import session_vectors
+    vectors = [v for v in session_vectors(request.config) if v.verdict == "valid" and len(v.data) <= MAX_DERIVE_SIZE]
+    tolerate = conformance_profile == "lustre-2.17.57-literal"
+
+    def check(example):
+        data, direction, how = example
+        out = iut.call({"op": "decode", "data": data.hex(), "direction": direction})
+        return judge.judge_decode(_model_vector(data, direction, how, tolerate), out, errno_agnostic)
+
+    check_property(mutated(vectors), check, conformance_seed, conformance_examples, conclude, "mutated vectors")
