@@ -132,3 +132,16 @@ def test_vector_files_validate_against_the_published_schema():
            "vectors": [{"id": "x.y", "title": "t", "requirements": ["HDR-MAGIC-1"], "cite": ["c"],
                         "verdict": "valid", "direction": "request", "bytes": "00"}]}
     assert not validator.is_valid(bad)   # a valid vector without expect
+
+
+def test_the_suites_checksum_helper_and_the_vectors_agree():
+    from ptlrpc_conformance.harness.cksum import lustre_cksum
+    assert lustre_cksum(bytes(184)) == 0xAFE3B049          # RULES CKSUM-2 worked example
+    assert lustre_cksum(b"123456789") == 0x340BC6D9
+    with_cksum = [v for v in VECTORS if v.expect and "computed_cksum" in v.expect]
+    assert len(with_cksum) >= 2
+    for v in with_cksum:
+        hdr = 32 + 4 * int.from_bytes(v.data[:4], "little")
+        hdr += -hdr % 8
+        n = int.from_bytes(v.data[32:36], "little")
+        assert lustre_cksum(v.data[hdr:hdr + n]) == v.expect["computed_cksum"], v.id
