@@ -30,8 +30,10 @@ def _u(v, bits: int) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < (1 << bits)
 
 
-def message_shape_problems(msg) -> list[str]:
-    """What in a decode result breaks the MESSAGE shape of testee protocol v1."""
+def message_shape_problems(msg, partial_buffers: bool = False) -> list[str]:
+    """What in a decode result breaks the MESSAGE shape of testee protocol v1.
+    `partial_buffers`: a buffer may hold fewer bytes than its buflen (an accepted message
+    whose buflen wrapped, docs/testee-protocol.md section 5)."""
     if not isinstance(msg, dict):
         return ["result is not an object"]
     p: list[str] = []
@@ -96,7 +98,8 @@ def message_shape_problems(msg) -> list[str]:
             except ValueError:
                 p.append(f"buffers[{i}] is not hex")
                 continue
-            if isinstance(buflens, list) and i < len(buflens) and len(raw) != buflens[i]:
+            if isinstance(buflens, list) and i < len(buflens) and len(raw) != buflens[i] \
+                    and not (partial_buffers and len(raw) < buflens[i]):
                 p.append(f"buffers[{i}] has {len(raw)} bytes, lm_buflens[{i}] is {buflens[i]}")
         if isinstance(buflens, list) and len(buffers) != len(buflens):
             p.append(f"{len(buffers)} buffers for {len(buflens)} buflens")
@@ -168,7 +171,7 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False)
             return Judgement(FAIL, f"{head}implementation-defined input: acceptance or rejection are both fine, "
                                    f"but decode rejections are {'/'.join(DECODE_ERRNOS)}, got {outcome.error}\n{dump()}")
         if outcome.ok:
-            shape = message_shape_problems(outcome.result)
+            shape = message_shape_problems(outcome.result, partial_buffers=True)
             if shape:
                 return Judgement(FAIL, f"{head}accepted, but the result is not a well-formed MESSAGE:\n  "
                                  + "\n  ".join(shape) + f"\n{dump()}")

@@ -116,8 +116,10 @@ def check_response(response: Any, expected_id: Any) -> Outcome:
     """Validate one response object; `expected_id` None skips the id check (in-process)."""
     if not isinstance(response, dict):
         return Outcome.protocol(f"response is not a JSON object: {str(response)[:80]}")
-    if expected_id is not None and response.get("id") != expected_id:
-        return Outcome.protocol(f"response id {response.get('id')!r}, expected {expected_id}")
+    if expected_id is not None:
+        rid = response.get("id")
+        if type(rid) is not int or rid != expected_id:   # 1.0 and true are not the integer 1
+            return Outcome.protocol(f"response id {rid!r}, expected {expected_id}")
     ok = response.get("ok")
     if ok is True:
         if "result" not in response:

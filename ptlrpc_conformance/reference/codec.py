@@ -342,8 +342,8 @@ class Codec:
                     raw = value.encode("latin-1")
                 except UnicodeEncodeError:
                     raise CodecError("EINVAL", "pb_jobid has a character outside ISO-8859-1") from None
-                if len(raw) > f.size:
-                    raise CodecError("EINVAL", f"pb_jobid is {len(raw)} characters, at most {f.size} fit")
+                if len(raw) > f.size - 1:
+                    raise CodecError("EINVAL", f"pb_jobid is {len(raw)} characters, at most {f.size - 1} fit")
                 full[f.offset:f.offset + len(raw)] = raw
             elif f.count:
                 if not isinstance(value, list) or len(value) != f.count:
