@@ -69,6 +69,40 @@ def _struct(entry: dict) -> dict:
     return out
 
 
+def _swab(rules: dict, constants: dict) -> dict:
+    """Swab rules with constant names resolved to values."""
+    out = {}
+    for name, rule in rules.items():
+        r = {k: v for k, v in rule.items() if k in ("opaque", "cite")}
+        if "when" in rule:
+            r["when"] = {f: [[flag, constants[c]["value"]] for flag, c in conds] for f, conds in rule["when"].items()}
+        if "union_by" in rule:
+            u = dict(rule["union_by"])
+            u["values"] = [constants[c]["value"] for c in u["values"]]
+            r["union_by"] = u
+        out[name] = r
+    return out
+
+
+def _valid_bits(table: dict, flags: dict) -> dict:
+    """field -> [[bit name, value], ...] in VALID-2 order, per structure."""
+    md = flags["OBD_MD"]["current"]
+    out = {}
+    for struct, entry in table.items():
+        out[struct] = {"cite": entry["cite"],
+                       "fields": {f: [[b, md[b]["value"]] for b in bits] for f, bits in entry["fields"].items()}}
+    return out
+
+
+def _formats(table: dict, opcodes: dict) -> dict:
+    out = {}
+    for opc, entry in table.items():
+        out[opc] = {"opcode": opcodes[opc]["value"], "cite": entry["cite"],
+                    "request": {str(k): v for k, v in entry.get("request", {}).items()},
+                    "reply": {str(k): v for k, v in entry.get("reply", {}).items()}}
+    return out
+
+
 def build(spec_dir: pathlib.Path) -> dict:
     wire = yaml.safe_load((spec_dir / "wire_facts.yaml").read_text())
     flags = yaml.safe_load((spec_dir / "flags.yaml").read_text())
@@ -104,8 +138,11 @@ def build(spec_dir: pathlib.Path) -> dict:
         "constants": dict(sorted(constants.items())),
         "opcodes": dict(sorted(opcodes.items(), key=lambda kv: (kv[1]["value"], kv[0]))),
         "errnos": dict(sorted(errnos.items(), key=lambda kv: (kv[1]["wire"], kv[0]))),
-        "unswabbed": extra["unswabbed"],
+        "unswabbed": {name: extra["swab"][name]["opaque"] for name in ("lustre_msg_v2", "ptlrpc_body_v3")},
         "signed": extra["signed"],
+        "swab": _swab(extra["swab"], constants),
+        "valid_bits": _valid_bits(extra["valid_bits"], flags),
+        "message_formats": _formats(extra["message_formats"], opcodes),
         "structs": {name: _struct(entry) for name, entry in sorted(wire["structs"].items())},
     }
     for section, key in FLAG_SECTIONS.items():

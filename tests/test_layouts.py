@@ -1,0 +1,203 @@
+"""Wire structure layouts live in ptlrpc_conformance/spec/layouts.json, generated from
+../shared/spec by tools/gen_layouts.py.  Regenerating must change nothing, the table must be
+self-consistent, and every byte wiretest.c asserts must agree with wire_facts.yaml."""
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from ptlrpc_conformance.spec import layouts
+
+SCALAR = {"u8": 1, "s8": 1, "char": 1, "u16": 2, "s16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8}
+TYPES = set(SCALAR) | {"bytes"}
+STRUCTS = layouts.load()["structs"]
+
+
+@pytest.fixture(scope="module")
+def wire(shared_spec):
+    return yaml.safe_load((shared_spec / "wire_facts.yaml").read_text())["structs"]
+
+
+@pytest.fixture(scope="module")
+def mapping(shared_spec):
+    return yaml.safe_load((shared_spec / "seed_mapping.yaml").read_text())["structs"]
+
+
+def elem_size(f: dict) -> int:
+    if "elem_size" in f:
+        return f["elem_size"]
+    t = f["type"]
+    return STRUCTS[t[len("struct "):]]["size"] if t.startswith("struct ") else SCALAR[t]
+
+
+def test_regeneration_changes_nothing(shared_spec):
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_layouts.py"), "--check", "--spec", str(shared_spec)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_rendering_shape():
+    text = (ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text()
+    assert text.endswith("}\n") and text.startswith('{\n "aliases"')
+    table = layouts.load()
+    assert set(table) == {"meta", "structs", "aliases", "field_aliases", "size_formulas"}
+    assert table["meta"]["generated_by"] == "tools/gen_layouts.py"
+
+
+def test_every_seed_entry_is_accounted_for(mapping):
+    table = layouts.load()
+    from_004 = [k for k, v in mapping.items() if any(s.startswith("004") for s in v["seed_sources"])]
+    assert len(from_004) == 58
+    formulas = [k for k in from_004 if k in table["size_formulas"]]
+    assert sorted(formulas) == ["acl", "mdt_md"] == layouts.seed_formulas()
+    assert len([k for k in from_004 if k not in formulas and layouts.canonical(k) in STRUCTS]) == 56
+    # seed 004's list, plus lustre_msg_v2 / lustre_msg / mgs_config_body from the C blocks of 000/003
+    for seed, entry in mapping.items():
+        if seed in formulas:
+            continue
+        current = seed if entry["current"] == "missing" else entry["current"]
+        assert layouts.canonical(seed) == current and STRUCTS[current]["seed"], seed
+    seeds = layouts.seed_structs()
+    assert len(seeds) == table["meta"]["seed_structs"] == 58
+    assert set(seeds) == {seed if e["current"] == "missing" else e["current"]
+                          for seed, e in mapping.items() if seed not in formulas}
+    assert [n for n, e in STRUCTS.items() if e["legacy"]] == ["lustre_capa"]
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTS))
+def test_struct_is_self_consistent(name):
+    entry = STRUCTS[name]
+    assert entry["size"] > 0 and entry["cite"]
+    fields = entry["fields"]
+    assert [f["offset"] for f in fields] == sorted(f["offset"] for f in fields)
+    groups: dict[str, list[dict]] = {}
+    spans = []
+    for f in fields:
+        assert f["type"] in TYPES or f["type"].startswith("struct "), f
+        if f["type"].startswith("struct "):
+            assert f["type"][len("struct "):] in STRUCTS, f
+        assert 0 <= f["offset"] and f["offset"] + f["size"] <= entry["size"], f
+        if f.get("flexible"):
+            assert f["size"] == 0 and f.get("count") == 0 and "union" not in f, f
+        elif "count" in f:
+            assert f["count"] > 0 and f["size"] == f["count"] * elem_size(f), f
+        else:
+            assert f["size"] == elem_size(f), f      # a struct X field is exactly sizeof(X)
+        if "union" in f:
+            groups.setdefault(f["union"], []).append(f)
+        elif f["size"]:
+            spans.append((f["offset"], f["offset"] + f["size"]))
+    for members in groups.values():
+        assert len(members) >= 2 and len({m["offset"] for m in members}) == 1, members
+        start = members[0]["offset"]
+        spans.append((start, start + max(m["size"] for m in members)))
+    spans.sort()
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start, f"{name}: overlapping fields {spans}"
+    if entry.get("kind") == "union":
+        assert set(groups) == {name} and all(f["offset"] == 0 for f in fields)
+    assert len({f["name"] for f in fields}) == len(fields)
+    assert set(entry.get("header_fields", [])) <= {f["name"] for f in fields}
+
+
+@pytest.mark.parametrize("name", sorted(STRUCTS))
+def test_wiretest_facts_are_carried_over(name, wire):
+    entry = STRUCTS[name]
+    if name not in wire:
+        assert entry["legacy"] or set(entry["header_fields"]) == {f["name"] for f in entry["fields"]}
+        return
+    theirs = wire[name]
+    assert entry["size"] == theirs["size"]
+    ours = {f["name"]: f for f in entry["fields"]}
+    for f in theirs["fields"]:
+        assert (ours[f["name"]]["offset"], ours[f["name"]]["size"]) == (f["offset"], f["size"]), f
+        if "count" in f:
+            assert ours[f["name"]].get("count") == f["count"], f
+    extra = set(ours) - {f["name"] for f in theirs["fields"]}
+    assert extra == set(entry.get("header_fields", [])), extra
+    assert entry.get("unasserted_ranges") == theirs.get("unasserted_ranges")
+    assert bool(entry.get("packed")) == bool(theirs.get("packed"))
+
+
+def test_mapping_same_fields_agree(mapping):
+    """Fields seed_mapping.yaml calls unchanged are where the mapping says they are."""
+    for seed, entry in mapping.items():
+        if entry["current"] == "missing":
+            continue
+        for f in entry["fields"]:
+            if f["status"] in ("same", "same_name_in_header_not_asserted_by_wiretest") and "." not in f["current"]:
+                if f["current"] in layouts.load()["field_aliases"].get(entry["current"], {}):
+                    continue       # fe_device: a macro over fe_reserved[0]
+                got = layouts.field(entry["current"], f["current"])
+                assert got["offset"] == f["offset"], (seed, f)
+                if f["size"] is not None:
+                    assert got["size"] == f["size"], (seed, f)
+
+
+def test_well_known_facts(wire):
+    obdo = layouts.struct("obdo")
+    assert obdo["size"] == wire["obdo"]["size"] == 208
+    assert layouts.field("obdo", "o_valid") == {"name": "o_valid", "offset": 0, "size": 8, "type": "u64"}
+    o_oi = layouts.field("obdo", "o_oi")
+    assert (o_oi["offset"], o_oi["size"], o_oi["type"]) == (8, 16, "struct ost_id")
+    assert layouts.field("obdo", "o_mtime")["type"] == "s64"
+    assert layouts.struct("ost_id")["size"] == wire["ost_id"]["size"] == 16
+    fid = layouts.struct("lu_fid")
+    assert fid["size"] == 16 and [(f["name"], f["offset"], f["size"], f["type"]) for f in fid["fields"]] == [
+        ("f_seq", 0, 8, "u64"), ("f_oid", 8, 4, "u32"), ("f_ver", 12, 4, "u32")]
+    assert layouts.struct("mdt_body")["size"] == wire["mdt_body"]["size"] == 216
+    assert layouts.struct("obd_connect_data")["size"] == wire["obd_connect_data"]["size"] == 192
+    assert layouts.struct("obd_statfs")["size"] == wire["obd_statfs"]["size"] == 144
+    assert layouts.struct("ptlrpc_body")["size"] == wire["ptlrpc_body_v3"]["size"] == 184
+    assert layouts.struct("lustre_msg")["size"] == 32
+    buflens = layouts.field("lustre_msg_v2", "lm_buflens")
+    assert (buflens["offset"], buflens["flexible"], buflens["type"]) == (32, True, "u32")
+    assert layouts.field("ptlrpc_body_v3", "pb_jobid") == {
+        "name": "pb_jobid", "offset": 152, "size": 32, "type": "char", "count": 32}
+    assert layouts.field("ldlm_lock_desc", "l_req_mode")["type"] == "u32"          # enum ldlm_mode
+    assert layouts.field("obd_connect_data", "ocd_ibits_known")["type"] == "u64"   # 8-byte enum
+    assert layouts.struct("lustre_capa")["size"] == 120 and layouts.struct("llog_cookie")["size"] == 36
+    assert layouts.size_formula("mdt_md")["value"] == 56 and layouts.size_formula("acl")["value"] == 260
+
+
+def test_unions_and_anonymous_structs():
+    oi, oi_fid = layouts.field("ost_id", "oi"), layouts.field("ost_id", "oi_fid")
+    assert oi["union"] == oi_fid["union"] and oi["offset"] == oi_fid["offset"] == 0
+    assert oi["type"] == "struct ost_id_oi" and oi_fid["type"] == "struct lu_fid"
+    assert layouts.field("ost_id", "oi.oi_seq")["offset"] == 8
+    assert layouts.canonical("ostid") == "ost_id_oi"
+    assert layouts.struct("lquota_id")["kind"] == "union"
+    assert layouts.field("ldlm_lock_desc", "l_policy_data")["type"] == "struct ldlm_wire_policy_data"
+    assert layouts.field("lfsck_request", "lr_status")["union"] == layouts.field("lfsck_request", "lr_speed")["union"]
+
+
+def test_aliases():
+    assert layouts.canonical("lustre_msg") == "lustre_msg_v2"
+    assert layouts.struct("lustre_msg")["name"] == "lustre_msg_v2"
+    assert layouts.canonical("ptlrpc_body") == "ptlrpc_body_v3"
+    assert layouts.canonical("ll_user_fiemap") == "fiemap"
+    assert layouts.canonical("lov_ost_data") == "lov_ost_data_v1"
+    assert layouts.struct("ptlrpc_body_v3")["seed_name"] == "ptlrpc_body"
+    for alias, current in layouts.load()["aliases"].items():
+        assert alias not in STRUCTS and current in STRUCTS
+    with pytest.raises(KeyError):
+        layouts.struct("no_such_struct")
+
+
+def test_field_aliases():
+    assert layouts.resolve_field_alias("lustre_msg", "lm_padding_2") == ["lm_opc"]
+    assert layouts.resolve_field_alias("obdo", "o_lcookie") == ["o_layout", "o_layout_version"]
+    assert layouts.resolve_field_alias("obdo", "o_padding_4") == ["o_projid", "o_padding_4"]
+    assert layouts.resolve_field_alias("mdt_body", "mbo_handle") == ["mbo_open_handle"]
+    assert layouts.resolve_field_alias("mdt_body", "mbo_ioepoch") == ["mbo_version"]
+    assert layouts.resolve_field_alias("mdt_body", "mbo_fid1") == ["mbo_fid1"]
+    assert layouts.resolve_field_alias("layout_intent", "li_end") == ["lai_extent.e_end"]
+    assert layouts.field("layout_intent", "lai_extent.e_end")["offset"] == 16
+    with pytest.raises(KeyError):
+        layouts.resolve_field_alias("obdo", "o_no_such_field")
+    for struct_name, rows in layouts.load()["field_aliases"].items():
+        for seed_field, names in rows.items():
+            offsets = [layouts.field(struct_name, n)["offset"] for n in names]
+            assert offsets == sorted(offsets), (struct_name, seed_field)
