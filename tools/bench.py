@@ -35,7 +35,7 @@ def main():
     ap.add_argument("--iut", action="append")
     args = ap.parse_args()
     iuts = args.iut or ["reference", f"exec:{sys.executable} -m ptlrpc_conformance.reference"]
-    requests = [{"op": "decode", "data": v.data.hex(), "direction": v.direction} for v in load_all()]
+    requests = [v.decode_request() for v in load_all() if v.op == "decode"]
     print(f"{'iut':<60} {'one at a time':>14} {'batch of 256':>14}")
     for spec in iuts:
         with load_adapter(spec) as adapter:

@@ -143,6 +143,7 @@ def build(spec_dir: pathlib.Path) -> dict:
         "swab": _swab(extra["swab"], constants),
         "valid_bits": _valid_bits(extra["valid_bits"], flags),
         "message_formats": _formats(extra["message_formats"], opcodes),
+        "structs_required": extra["structs_required"],
         "structs": {name: _struct(entry) for name, entry in sorted(wire["structs"].items())},
     }
     for section, key in FLAG_SECTIONS.items():

@@ -110,12 +110,48 @@ def _with_rest(spans: list[Span], n: int, note: str = "", start: int | None = No
     return spans
 
 
-def render(data: bytes, highlight: set[int] | None = None, limit: int = 4096) -> str:
+def struct_spans(name: str, data: bytes, base: int = 0, prefix: str = "") -> list[Span]:
+    """Spans of a wire structure by the layout tables (values read little-endian; the
+    bytes are labelled, not judged)."""
+    from ..spec import layouts
+    entry = layouts.struct(name)
+    spans: list[Span] = []
+    unions_seen = set()
+    for f in entry["fields"]:
+        at = base + f["offset"]
+        label = f"{prefix}{f['name']}"
+        if f.get("union"):
+            if f["union"] in unions_seen:
+                continue      # one view of a union is enough to label its bytes
+            unions_seen.add(f["union"])
+        t = f["type"]
+        if t.startswith("struct ") and "count" not in f and not f.get("flexible"):
+            spans += struct_spans(t[len("struct "):], data, at, label + ".")
+        elif t == "char":
+            text = data[at:at + f["size"]].split(b"\0", 1)[0].decode("latin-1")
+            spans.append(Span(at, min(f["size"], max(0, len(data) - at)), label, repr(text)))
+        elif "count" in f or f.get("flexible") or f["size"] > 8:
+            spans.append(Span(at, min(f["size"], max(0, len(data) - at)), label))
+        elif at + f["size"] <= len(data):
+            v = int.from_bytes(data[at:at + f["size"]], "little")
+            spans.append(Span(at, f["size"], label, f"{v} = {v:#x}"))
+        else:
+            spans.append(Span(at, max(0, len(data) - at), label + " (truncated)"))
+    if not prefix and len(data) > entry["size"]:
+        spans.append(Span(entry["size"], len(data) - entry["size"], "beyond the structure"))
+    return spans
+
+
+def render_struct(name: str, data: bytes, highlight: set[int] | None = None) -> str:
+    return render(data, highlight, spans=struct_spans(name, data))
+
+
+def render(data: bytes, highlight: set[int] | None = None, limit: int = 4096, spans=None) -> str:
     """One line per field (long fields wrap at 16 bytes); `highlight` marks byte offsets
     with '*' after the byte."""
     highlight = highlight or set()
     lines = []
-    for span in annotate(data):
+    for span in (annotate(data) if spans is None else spans):
         if span.offset >= limit:
             lines.append(f"{span.offset:6d}  ... ({len(data) - span.offset} more bytes not shown)")
             break

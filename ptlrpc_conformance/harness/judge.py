@@ -116,7 +116,41 @@ def _fmt(v) -> str:
     return repr(v)
 
 
-def compare_message(expect: dict, actual: dict) -> tuple[list[str], bool]:
+def compare_fields(want, got, path: str, diffs: list[str]) -> None:
+    """Partial comparison: every key listed in `want` (recursively in objects) must be in
+    `got` with an equal value; lists compare whole."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            diffs.append(f"{path}: expected an object, got {_fmt(got)}")
+            return
+        for k, w in want.items():
+            if k not in got:
+                diffs.append(f"{path}.{k}: expected {_fmt(w) if not isinstance(w, dict) else 'an object'}, got nothing")
+            else:
+                compare_fields(w, got[k], f"{path}.{k}", diffs)
+    elif want != got:
+        diffs.append(f"{path}: expected {_fmt(want)}, got {_fmt(got)}")
+
+
+def compare_struct(expect: dict, actual, path: str, diffs: list[str]) -> bool:
+    """Compare a struct expectation {fields, valid}; returns whether `valid` was compared
+    (an IUT that reports no valid view is not judged on it)."""
+    if not isinstance(actual, dict) or not isinstance(actual.get("fields"), dict):
+        diffs.append(f"{path}: expected {{type, fields}}, got {str(actual)[:120]}")
+        return False
+    if "type" in expect and actual.get("type") != expect["type"]:
+        diffs.append(f"{path}.type: expected {expect['type']!r}, got {actual.get('type')!r}")
+    if "fields" in expect:
+        compare_fields(expect["fields"], actual["fields"], f"{path}.fields", diffs)
+    if "valid" in expect and "valid" in actual:
+        got = actual["valid"]
+        if not isinstance(got, list) or sorted(map(str, got)) != sorted(expect["valid"]):
+            diffs.append(f"{path}.valid: expected {sorted(expect['valid'])}, got {got}")
+        return True
+    return False
+
+
+def compare_message(expect: dict, actual: dict, with_structs: bool = True) -> tuple[list[str], bool]:
     """Differences between the listed expected fields and a decode result.
     Returns (differences, checksum_compared)."""
     diffs: list[str] = []
@@ -146,6 +180,15 @@ def compare_message(expect: dict, actual: dict) -> tuple[list[str], bool]:
                 g = got[i] if i < len(got) else None
                 if g is None or g.lower() != w.lower():
                     diffs.append(f"buffers[{i}]: expected {w or '(empty)'}, got {g if g is not None else 'nothing'}")
+        elif key == "structs":
+            if not with_structs:
+                continue
+            got = actual.get("structs")
+            for index, entry in want.items():
+                if not isinstance(got, dict) or str(index) not in got:
+                    diffs.append(f"structs.{index}: expected a decoded {entry.get('type')}, got nothing")
+                else:
+                    compare_struct(entry, got[str(index)], f"structs.{index}", diffs)
         elif key == "computed_cksum":
             if "computed_cksum" in actual:
                 cksum_compared = True
@@ -158,7 +201,8 @@ def _dump(title: str, data: bytes, highlight: set[int] | None = None) -> str:
     return f"{title} ({len(data)} bytes):\n{hexdump.render(data, highlight)}"
 
 
-def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False) -> Judgement:
+def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
+                 with_structs: bool = False) -> Judgement:
     head = f"{vector.id}: {vector.title}\n"
 
     def dump() -> str:   # rendered only for a failure message
@@ -196,7 +240,7 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False)
     if shape:
         return Judgement(FAIL, f"{head}accepted, but the result is not a well-formed MESSAGE:\n  "
                          + "\n  ".join(shape) + f"\n{dump()}")
-    diffs, cksum_compared = compare_message(vector.expect or {}, outcome.result)
+    diffs, cksum_compared = compare_message(vector.expect or {}, outcome.result, with_structs)
     only_cksum = all(r.startswith("CKSUM-") for r in vector.requirements)
     if only_cksum and not cksum_compared:
         return Judgement(NOT_APPLICABLE, "the IUT reports no computed_cksum")
@@ -204,6 +248,12 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False)
         return Judgement(FAIL, f"{head}decoded fields differ (expected vs actual):\n  " + "\n  ".join(diffs)
                          + f"\n{dump()}")
     return Judgement(PASS)
+
+
+def _vdump(vector: Vector, title: str, data: bytes, highlight: set[int] | None = None) -> str:
+    if vector.op == "decode_struct":
+        return f"{title} ({len(data)} bytes, {vector.struct}):\n{hexdump.render_struct(vector.struct, data, highlight)}"
+    return _dump(title, data, highlight)
 
 
 def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
@@ -214,7 +264,7 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
                          {"outcome": outcome.kind})
     if outcome.rejected:
         return Judgement(FAIL, f"{head}expected: the canonical bytes\nactual:   encode refused with "
-                               f"{outcome.error} ({outcome.detail})\n{_dump('expected', expected)}")
+                               f"{outcome.error} ({outcome.detail})\n{_vdump(vector, 'expected', expected)}")
     result = outcome.result
     data_hex = result.get("data") if isinstance(result, dict) else None
     try:
@@ -231,7 +281,8 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
     return Judgement(FAIL, f"{head}encoded bytes differ from the canonical bytes "
                            f"(expected {len(expected)} bytes, got {len(actual)}; first difference at offset {first}; "
                            f"differing bytes marked *)\n"
-                           f"{_dump('expected', expected, differing)}\n{_dump('actual', actual, differing)}")
+                           f"{_vdump(vector, 'expected', expected, differing)}\n"
+                           f"{_vdump(vector, 'actual', actual, differing)}")
 
 
 def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
@@ -247,3 +298,37 @@ def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
     if judgements and all(j.status == NOT_APPLICABLE for j in judgements):
         return Judgement(NOT_APPLICABLE, judgements[0].message)
     return Judgement(PASS)
+
+
+def judge_struct(vector: Vector, outcome: Outcome, required: bool) -> Judgement:
+    """A decode_struct vector.  `required`: the structure is one every IUT with the
+    `structs` capability must know; for others EOPNOTSUPP makes the case not applicable."""
+    head = f"{vector.id}: {vector.title}\n"
+
+    def dump() -> str:
+        return _vdump(vector, f"input, {vector.byte_order}-endian", vector.data)
+    if outcome.trouble:
+        return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}\n{dump()}",
+                         {"outcome": outcome.kind})
+    if outcome.rejected and outcome.error == "EOPNOTSUPP" and not required:
+        return Judgement(NOT_APPLICABLE, f"the IUT does not support structure {vector.struct}")
+    if vector.verdict == "invalid":
+        if outcome.ok:
+            return Judgement(FAIL, f"{head}expected: rejected\nactual:   accepted: {str(outcome.result)[:300]}\n{dump()}")
+        if vector.any_errno or outcome.error in vector.errno:
+            return Judgement(PASS, notes={"errno": outcome.error})
+        return Judgement(FAIL, f"{head}expected: rejected with {' or '.join(vector.errno)}\n"
+                               f"actual:   rejected with {outcome.error}\n{dump()}")
+    if outcome.rejected:
+        return Judgement(FAIL, f"{head}expected: accepted\nactual:   rejected with {outcome.error}"
+                               + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump()}")
+    diffs: list[str] = []
+    valid_compared = compare_struct(vector.expect or {}, outcome.result, vector.struct, diffs)
+    if not diffs and "valid" in (vector.expect or {}) and not valid_compared \
+            and all(r.startswith("VALID-") for r in vector.requirements):
+        return Judgement(NOT_APPLICABLE, "the IUT reports no valid view")
+    if diffs:
+        return Judgement(FAIL, f"{head}decoded fields differ (expected vs actual):\n  " + "\n  ".join(diffs[:40])
+                         + f"\n{dump()}")
+    return Judgement(PASS)
+

@@ -40,9 +40,11 @@ DIRECTIONS = ("request", "reply")
 DECODE_ERRNOS = ("EINVAL", "EFAULT", "EPROTO")
 HEADER_FIELDS = ("lm_bufcount", "lm_secflvr", "lm_magic", "lm_repsize", "lm_cksum", "lm_flags", "lm_opc",
                  "lm_padding_3")
-EXPECT_KEYS = ("byte_order", "header", "buflens", "body", "buffers", "computed_cksum")
+EXPECT_KEYS = ("byte_order", "header", "buflens", "body", "buffers", "computed_cksum", "structs")
+STRUCT_EXPECT_KEYS = ("fields", "valid")
 VECTOR_KEYS = {"id", "title", "requirements", "cite", "verdict", "direction", "canonical", "bytes", "expect",
-               "errno", "profile_overrides", "note"}
+               "errno", "profile_overrides", "note", "op", "struct", "byte_order"}
+OPS = ("decode", "decode_struct")
 MAX_BYTES = 4 * 1024 * 1024
 _HEX = re.compile(r"^[0-9a-fA-F\s]*$")
 
@@ -70,6 +72,13 @@ class Vector:
     source: str = ""
     note: str = ""
     overrides: dict = field(default_factory=dict, compare=False)
+    op: str = "decode"             # decode (a message) or decode_struct (one structure)
+    struct: str = ""               # decode_struct: the structure's name as the vector gives it
+    byte_order: str = "little"     # decode_struct: the sender's byte order
+
+    @property
+    def any_errno(self) -> bool:
+        return self.errno == ("any",)
 
     def for_profile(self, profile_name: str) -> "Vector":
         o = self.overrides.get(profile_name)
@@ -78,7 +87,19 @@ class Vector:
         return replace(self, verdict=o.get("verdict", self.verdict),
                        errno=tuple(o.get("errno", self.errno)))
 
+    def decode_request(self) -> dict:
+        """The testee-protocol request that decodes this vector."""
+        if self.op == "decode_struct":
+            return {"op": "decode_struct", "type": self.struct, "data": self.data.hex(), "byte_order": self.byte_order}
+        return {"op": "decode", "data": self.data.hex(), "direction": self.direction}
+
     def encode_request(self) -> dict:
+        """The request an encoder is given for a canonical vector."""
+        if self.op == "decode_struct":
+            return {"op": "encode_struct", "type": self.struct, "fields": (self.expect or {}).get("fields", {})}
+        return {"op": "encode", "message": self.encode_message()}
+
+    def encode_message(self) -> dict:
         """The MESSAGE an encoder is given for a canonical vector."""
         e = self.expect or {}
         message: dict[str, Any] = {}
@@ -187,6 +208,28 @@ def _check_expect(expect: Any, where: str, problems: list[str]) -> None:
         elif key == "computed_cksum":
             if not _is_uint(value, 32):
                 problems.append(f"{w}: must be a 32-bit unsigned integer")
+        elif key == "structs":
+            if not isinstance(value, dict):
+                problems.append(f"{w}: must map buffer indexes to structures")
+                continue
+            for index, entry in value.items():
+                if not str(index).isdigit() or not isinstance(entry, dict) or "type" not in entry:
+                    problems.append(f"{w}.{index}: must be a buffer index with {{type, fields}}")
+                    continue
+                _check_struct_expect({k: v for k, v in entry.items() if k != "type"}, f"{w}.{index}", problems)
+
+
+def _check_struct_expect(expect: Any, where: str, problems: list[str]) -> None:
+    if not isinstance(expect, dict):
+        problems.append(f"{where}: must be a mapping")
+        return
+    for key in expect:
+        if key not in STRUCT_EXPECT_KEYS:
+            problems.append(f"{where}.{key}: unknown key (known: {', '.join(STRUCT_EXPECT_KEYS)})")
+    if "fields" in expect and not isinstance(expect["fields"], dict):
+        problems.append(f"{where}.fields: must be a mapping of field names")
+    if "valid" in expect and not (isinstance(expect["valid"], list) and all(isinstance(v, str) for v in expect["valid"])):
+        problems.append(f"{where}.valid: must be a list of field names")
 
 
 def _is_uint(v: Any, bits: int) -> bool:
@@ -205,7 +248,13 @@ def validate_vector(raw: Any, where: str, problems: list[str]) -> Vector | None:
     n_before = len(problems)
     for key in sorted(set(raw) - VECTOR_KEYS):
         problems.append(f"{w}: unknown field {key!r}")
-    for key in ("title", "requirements", "cite", "verdict", "direction", "bytes"):
+    op = raw.get("op", "decode")
+    if op not in OPS:
+        problems.append(f"{w}.op: {op!r} is not one of {', '.join(OPS)}")
+        return None
+    required = ("title", "requirements", "cite", "verdict", "bytes") + \
+        (("direction",) if op == "decode" else ("struct", "byte_order"))
+    for key in required:
         if key not in raw:
             problems.append(f"{w}: missing field {key!r}")
     if len(problems) > n_before:
@@ -226,8 +275,16 @@ def validate_vector(raw: Any, where: str, problems: list[str]) -> Vector | None:
     verdict = raw["verdict"]
     if verdict not in VERDICTS:
         problems.append(f"{w}.verdict: {verdict!r} is not one of {', '.join(VERDICTS)}")
-    if raw["direction"] not in DIRECTIONS:
+    if op == "decode" and raw["direction"] not in DIRECTIONS:
         problems.append(f"{w}.direction: {raw['direction']!r} is not request or reply")
+    if op == "decode_struct":
+        from ..spec import layouts
+        try:
+            layouts.canonical(str(raw["struct"]))
+        except KeyError:
+            problems.append(f"{w}.struct: no wire structure named {raw['struct']!r}")
+        if raw["byte_order"] not in ("little", "big"):
+            problems.append(f"{w}.byte_order: {raw['byte_order']!r} is not little or big")
     try:
         data = parse_bytes(raw["bytes"], f"{w}.bytes")
     except ValueError as e:
@@ -241,19 +298,26 @@ def validate_vector(raw: Any, where: str, problems: list[str]) -> Vector | None:
         if errno:
             problems.append(f"{w}.errno: only invalid vectors name errno classes")
     if verdict == "invalid":
-        if not isinstance(errno, list) or not errno:
+        if errno == "any" and op == "decode_struct":
+            errno = ["any"]
+        elif not isinstance(errno, list) or not errno:
             problems.append(f"{w}.errno: an invalid vector lists the allowed errno classes")
         elif any(e not in DECODE_ERRNOS for e in errno):
             problems.append(f"{w}.errno: {errno} - decode rejections are {', '.join(DECODE_ERRNOS)}")
         if expect is not None:
             problems.append(f"{w}.expect: an invalid vector decodes to nothing")
     if expect is not None:
-        _check_expect(expect, f"{w}.expect", problems)
+        if op == "decode_struct":
+            _check_struct_expect(expect, f"{w}.expect", problems)
+        else:
+            _check_expect(expect, f"{w}.expect", problems)
     canonical = raw.get("canonical", False)
     if not isinstance(canonical, bool):
         problems.append(f"{w}.canonical: must be true or false")
     elif canonical and verdict != "valid":
         problems.append(f"{w}.canonical: only a valid vector can be canonical")
+    elif canonical and op == "decode_struct" and raw.get("byte_order") != "little":
+        problems.append(f"{w}.canonical: encoders write little-endian only")
     overrides = raw.get("profile_overrides", {}) or {}
     _, known_profiles = profiles()
     if not isinstance(overrides, dict):
@@ -269,9 +333,10 @@ def validate_vector(raw: Any, where: str, problems: list[str]) -> Vector | None:
     if len(problems) > n_before:
         return None
     return Vector(id=vid, title=raw["title"].strip(), requirements=tuple(reqs), cite=tuple(cite),
-                  verdict=verdict, direction=raw["direction"], data=data, expect=expect,
+                  verdict=verdict, direction=raw.get("direction", "request"), data=data, expect=expect,
                   errno=tuple(errno), canonical=canonical, source=where.split(":")[0],
-                  note=str(raw.get("note", "")), overrides=dict(overrides))
+                  note=str(raw.get("note", "")), overrides=dict(overrides), op=op,
+                  struct=str(raw.get("struct", "")), byte_order=raw.get("byte_order", "little"))
 
 
 def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[str] | None = None) -> list[Vector]:

@@ -11,7 +11,9 @@ import json
 import sys
 
 from .. import __version__
+from .. import spec
 from .codec import Codec, CodecConfig, CodecError
+from .structs import StructCodec, StructConfig
 
 PROTOCOL_VERSION = 1
 
@@ -22,8 +24,10 @@ class ReferenceTestee:
     name = "ptlrpc-conformance reference"
 
     def __init__(self, config: CodecConfig | None = None, name: str | None = None,
-                 capabilities: tuple[str, ...] = ("decode", "encode")):
+                 capabilities: tuple[str, ...] = ("decode", "encode", "structs"),
+                 struct_config: StructConfig | None = None):
         self.codec = Codec(config)
+        self.structs = StructCodec(struct_config)
         if name:
             self.name = name
         self.capabilities = list(capabilities)
@@ -39,13 +43,44 @@ class ReferenceTestee:
                 return {"ok": True, "result": self.hello()}
             if op == "decode" and "decode" in self.capabilities:
                 data = _hex_arg(request, "data")
-                return {"ok": True, "result": self.codec.decode(data, request.get("direction", "request"))}
+                return {"ok": True, "result": self.decode_message(data, request.get("direction", "request"))}
             if op == "encode" and "encode" in self.capabilities:
                 message = request.get("message")
                 return {"ok": True, "result": {"data": self.codec.encode(message).hex()}}
+            if op == "decode_struct" and "structs" in self.capabilities:
+                data = _hex_arg(request, "data")
+                return {"ok": True, "result": self.structs.decode(request.get("type"), data,
+                                                                  request.get("byte_order", "little"))}
+            if op == "encode_struct" and "structs" in self.capabilities:
+                fields = request.get("fields")
+                return {"ok": True, "result": {"data": self.structs.encode(request.get("type"), fields).hex()}}
         except CodecError as e:
             return {"ok": False, "error": e.errno, "detail": e.detail}
         return {"ok": False, "error": "EOPNOTSUPP", "detail": f"operation {op!r} is not supported"}
+
+
+    def decode_message(self, data: bytes, direction: str) -> dict:
+        """A MESSAGE; with `structs`, the buffers the request format defines are decoded too."""
+        message = self.codec.decode(data, direction)
+        if "structs" not in self.capabilities:
+            return message
+        opc = message["body"]["pb_opc"]
+        for fmt in spec.facts()["message_formats"].values():
+            if fmt["opcode"] != opc:
+                continue
+            decoded = {}
+            for index, type_name in fmt[direction].items():
+                i = int(index)
+                if i >= len(message["buffers"]):
+                    continue
+                try:
+                    decoded[index] = self.structs.decode(type_name, bytes.fromhex(message["buffers"][i]),
+                                                         message["byte_order"])
+                except CodecError:
+                    continue     # a buffer too short for its structure is left undecoded
+            if decoded:
+                message["structs"] = decoded
+        return message
 
 
 def _hex_arg(request: dict, key: str) -> bytes:

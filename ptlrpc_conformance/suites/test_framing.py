@@ -10,14 +10,14 @@ def test_decode(decode_vector, iut, need, errno_agnostic, conclude):
     """valid: accepted and decoded to the listed fields; invalid: rejected with an allowed
     errno class; acceptable: either, but never a crash, hang or garbage."""
     need(iut, "decode")
-    outcome = iut.call({"op": "decode", "data": decode_vector.data.hex(), "direction": decode_vector.direction})
-    conclude(judge_decode(decode_vector, outcome, errno_agnostic))
+    outcome = iut.call(decode_vector.decode_request())
+    conclude(judge_decode(decode_vector, outcome, errno_agnostic, iut.supports("structs")))
 
 
 def test_encode(encode_vector, iut, need, conclude):
     """A canonical vector's fields encode to exactly its bytes."""
     need(iut, "encode")
-    outcome = iut.call({"op": "encode", "message": encode_vector.encode_request()})
+    outcome = iut.call(encode_vector.encode_request())
     conclude(judge_encode(encode_vector, outcome))
 
 

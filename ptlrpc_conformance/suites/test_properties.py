@@ -126,7 +126,8 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conform
     model says."""
     need(iut, "decode")
     from ptlrpc_conformance.fixtures.core import session_vectors
-    vectors = [v for v in session_vectors(request.config) if v.verdict == "valid" and len(v.data) <= MAX_DERIVE_SIZE]
+    vectors = [v for v in session_vectors(request.config)
+               if v.op == "decode" and v.verdict == "valid" and len(v.data) <= MAX_DERIVE_SIZE]
     tolerate = conformance_profile == "lustre-2.17.57-literal"
 
     def check(example):

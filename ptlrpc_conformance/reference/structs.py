@@ -1,0 +1,261 @@
+"""The reference codec for wire structures (obdo, ost_id, mdt_body, obd_connect_data, ...).
+
+Standard library only.  Layouts come from spec/layouts.json, byte-swapping rules, valid
+bits and message formats from spec/facts.json; every table is injectable through
+`StructConfig`, so variants (and mutants) are built by configuration.
+
+JSON shape of decoded fields: integers; nested structures as objects; every member view
+of a union; char arrays as ISO-8859-1 strings up to the first NUL; other arrays and
+flexible arrays as lists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .. import spec
+from ..spec import layouts
+from .codec import CodecError
+
+INT_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s8": 1, "s16": 2, "s32": 4, "s64": 8}
+
+
+@dataclass(frozen=True)
+class StructConfig:
+    layouts: dict = field(default_factory=lambda: layouts.load())
+    swab: dict = field(default_factory=lambda: spec.facts()["swab"])
+    valid_bits: dict = field(default_factory=lambda: spec.facts()["valid_bits"])
+    union_choice: str = "rule"        # "rule": the swab rule picks the union member; a name forces one
+    report_valid: bool = True         # add the "valid" view for structures with valid bits
+    auto_valid: bool = True           # encode: an omitted o_valid/mbo_valid is computed from the fields given
+
+    def but(self, **changes) -> "StructConfig":
+        return replace(self, **changes)
+
+
+class StructCodec:
+    def __init__(self, config: StructConfig | None = None):
+        self.config = config or StructConfig()
+
+    # helpers -------------------------------------------------------------------------------
+    def canonical(self, name) -> str:
+        if not isinstance(name, str):
+            raise CodecError("EINVAL", "type must be a structure name")
+        table = self.config.layouts
+        bare = name.removeprefix("struct ").strip()
+        if bare in table["structs"]:
+            return bare
+        if bare in table["aliases"]:
+            return table["aliases"][bare]
+        raise CodecError("EINVAL", f"no wire structure named {name!r}")
+
+    def entry(self, name: str) -> dict:
+        return self.config.layouts["structs"][name]
+
+    def _elem(self, f: dict) -> tuple[str, int]:
+        """(kind, element size): kind is an int type, 'char' or a structure name."""
+        t = f["type"]
+        if t.startswith("struct "):
+            inner = t[len("struct "):]
+            return inner, self.entry(inner)["size"]
+        if t == "char":
+            return "char", 1
+        return t, INT_SIZES[t]
+
+    # decode --------------------------------------------------------------------------------
+    def decode(self, type_name, data: bytes, byte_order: str = "little") -> dict:
+        name = self.canonical(type_name)
+        size = self.entry(name)["size"]
+        if byte_order not in ("little", "big"):
+            raise CodecError("EINVAL", f"byte_order must be little or big, not {byte_order!r}")
+        if len(data) < size:
+            raise CodecError("EINVAL", f"{name} needs {size} bytes, got {len(data)}")
+        buf = bytearray(data)
+        if byte_order == "big":
+            self._swab(name, buf, 0, len(buf))
+        fields = self._read(name, bytes(buf), 0, len(buf))
+        out = {"type": name, "fields": fields}
+        if self.config.report_valid:
+            valid = self.valid_view(name, fields)
+            if valid is not None:
+                out["valid"] = valid
+        return out
+
+    def _read(self, name: str, buf: bytes, base: int, end: int) -> dict:
+        out = {}
+        for f in self.entry(name)["fields"]:
+            kind, esize = self._elem(f)
+            at = base + f["offset"]
+            if f.get("flexible"):
+                count = max(0, (end - at) // esize) if esize else 0
+                out[f["name"]] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(count)]
+            elif "count" in f:
+                if kind == "char":
+                    raw = buf[at:at + f["count"]]
+                    out[f["name"]] = raw.split(b"\0", 1)[0].decode("latin-1")
+                else:
+                    out[f["name"]] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(f["count"])]
+            else:
+                out[f["name"]] = self._value(kind, buf, at, esize, end)
+        return out
+
+    def _value(self, kind: str, buf: bytes, at: int, size: int, end: int):
+        if kind in INT_SIZES:
+            return int.from_bytes(buf[at:at + size], "little", signed=kind.startswith("s"))
+        if kind == "char":
+            return buf[at:at + 1].decode("latin-1")
+        return self._read(kind, buf, at, min(end, at + size))
+
+    # byte swapping -------------------------------------------------------------------------
+    def _swab(self, name: str, buf: bytearray, base: int, end: int) -> None:
+        rule = self.config.swab.get(name, {})
+        opaque = set(rule.get("opaque", ()))
+        when = rule.get("when", {})
+        entry = self.entry(name)
+        chosen = None
+        if "union_by" in rule:
+            sel = rule["union_by"]["selector"]
+            raw = int.from_bytes(buf[base + sel["offset"]:base + sel["offset"] + sel["size"]], "little")
+            chosen = rule["union_by"]["then"] if raw in rule["union_by"]["values"] else rule["union_by"]["else"]
+            if self.config.union_choice != "rule":
+                chosen = self.config.union_choice
+        unions = {f.get("union") for f in entry["fields"] if f.get("union")}
+        if unions and chosen is None:
+            raise CodecError("EOPNOTSUPP", f"{name} has a union whose foreign-endian form is not defined here")
+        for f in entry["fields"]:
+            if f["name"] in opaque or (f.get("union") and f["name"] != chosen):
+                continue
+            if f["name"] in when and not all(self._flag(entry, buf, base, flag) & bit for flag, bit in when[f["name"]]):
+                continue
+            kind, esize = self._elem(f)
+            at = base + f["offset"]
+            count = 1
+            if f.get("flexible"):
+                count = max(0, (end - at) // esize) if esize else 0
+            elif "count" in f:
+                count = f["count"]
+            for i in range(count):
+                p = at + i * esize
+                if kind in INT_SIZES:
+                    buf[p:p + esize] = buf[p:p + esize][::-1]
+                elif kind != "char":
+                    self._swab(kind, buf, p, min(end, p + esize))
+
+    def _flag(self, entry: dict, buf: bytearray, base: int, name: str) -> int:
+        for f in entry["fields"]:
+            if f["name"] == name:
+                return int.from_bytes(buf[base + f["offset"]:base + f["offset"] + f["size"]], "little")
+        raise CodecError("EINVAL", f"swab rule names unknown field {name}")
+
+    # valid bits ----------------------------------------------------------------------------
+    def valid_view(self, name: str, fields: dict, prefix: str = "") -> list[str] | None:
+        """Dotted names of the fields the valid bits make meaningful, for structures with
+        valid bits (obdo, mdt_body) and structures that contain one (ost_body)."""
+        table = self.config.valid_bits.get(name)
+        if table is not None:
+            mask_field = next(f["name"] for f in self.entry(name)["fields"] if f["name"].endswith("_valid"))
+            mask = fields.get(mask_field, 0)
+            return [prefix + f for f, bits in table["fields"].items() if any(mask & b for _, b in bits)]
+        found = None
+        for f in self.entry(name)["fields"]:
+            kind = f["type"][len("struct "):] if f["type"].startswith("struct ") else None
+            if kind and "count" not in f and not f.get("flexible"):
+                inner = self.valid_view(kind, fields.get(f["name"], {}), f"{prefix}{f['name']}.")
+                if inner is not None:
+                    found = (found or []) + inner
+        return found
+
+    # encode --------------------------------------------------------------------------------
+    def encode(self, type_name, fields) -> bytes:
+        name = self.canonical(type_name)
+        if not isinstance(fields, dict):
+            raise CodecError("EINVAL", "fields must be an object")
+        entry = self.entry(name)
+        buf = bytearray(entry["size"])
+        extra = self._write(name, fields, buf, 0, name)
+        return bytes(buf) + extra
+
+    def _write(self, name: str, fields: dict, buf: bytearray, base: int, path: str) -> bytes:
+        entry = self.entry(name)
+        known = {f["name"] for f in entry["fields"]}
+        for key in fields:
+            if key not in known:
+                raise CodecError("EINVAL", f"{path} has no field {key!r}")
+        fields = dict(fields)
+        table = self.config.valid_bits.get(name)
+        if table is not None and self.config.auto_valid:
+            mask_field = next(f for f in known if f.endswith("_valid"))
+            if mask_field not in fields:
+                mask = 0
+                for f, bits in table["fields"].items():
+                    if f in fields:
+                        mask |= bits[0][1]
+                fields[mask_field] = mask
+        written: dict[str, bytes] = {}
+        extra = b""
+        for f in entry["fields"]:
+            if f["name"] not in fields:
+                continue
+            value = fields[f["name"]]
+            kind, esize = self._elem(f)
+            at = base + f["offset"]
+            where = f"{path}.{f['name']}"
+            if f.get("flexible"):
+                if not isinstance(value, list):
+                    raise CodecError("EINVAL", f"{where} must be a list")
+                tail = bytearray(esize * len(value))
+                for i, v in enumerate(value):
+                    self._put(kind, v, tail, i * esize, esize, f"{where}[{i}]")
+                extra += bytes(tail)
+                continue
+            if "count" in f:
+                if kind == "char":
+                    if not isinstance(value, str):
+                        raise CodecError("EINVAL", f"{where} must be a string")
+                    try:
+                        raw = value.encode("latin-1")
+                    except UnicodeEncodeError:
+                        raise CodecError("EINVAL", f"{where} has a character outside ISO-8859-1") from None
+                    if len(raw) > f["count"]:
+                        raise CodecError("EINVAL", f"{where} is longer than {f['count']} bytes")
+                    chunk = raw + bytes(f["count"] - len(raw))
+                else:
+                    if not isinstance(value, list) or len(value) != f["count"]:
+                        raise CodecError("EINVAL", f"{where} must be a list of {f['count']}")
+                    tmp = bytearray(esize * f["count"])
+                    for i, v in enumerate(value):
+                        self._put(kind, v, tmp, i * esize, esize, f"{where}[{i}]")
+                    chunk = bytes(tmp)
+            else:
+                tmp = bytearray(esize)
+                self._put(kind, value, tmp, 0, esize, where)
+                chunk = bytes(tmp)
+            group = f.get("union")
+            if group:
+                # union members given together must agree on their bytes (a decode result
+                # carries every view)
+                prior = written.get(group)
+                if prior is not None and prior != chunk:
+                    raise CodecError("EINVAL", f"{where}: union members given with different bytes")
+                written[group] = chunk
+            buf[at:at + len(chunk)] = chunk
+        return extra
+
+    def _put(self, kind: str, value, buf: bytearray, at: int, size: int, where: str) -> None:
+        if kind in INT_SIZES:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise CodecError("EINVAL", f"{where} must be an integer")
+            signed = kind.startswith("s")
+            low, high = (-(1 << (8 * size - 1)), 1 << (8 * size - 1)) if signed else (0, 1 << (8 * size))
+            if not low <= value < high:
+                raise CodecError("EINVAL", f"{where} = {value} does not fit {kind}")
+            buf[at:at + size] = value.to_bytes(size, "little", signed=signed)
+        elif kind == "char":
+            if not isinstance(value, str) or len(value) != 1:
+                raise CodecError("EINVAL", f"{where} must be one character")
+            buf[at:at + 1] = value.encode("latin-1")
+        else:
+            if not isinstance(value, dict):
+                raise CodecError("EINVAL", f"{where} must be an object")
+            tmp = bytearray(size)
+            self._write(kind, value, tmp, 0, where)
+            buf[at:at + size] = tmp
