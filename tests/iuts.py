@@ -117,3 +117,43 @@ def ebadmsg():
 
 def ebadmsg_agnostic():
     return RenamesErrors(declares_agnostic=True)
+
+
+# ---- broken structure codecs -------------------------------------------------------------------
+import copy  # noqa: E402
+
+from ptlrpc_conformance.reference.structs import StructConfig  # noqa: E402
+
+SBASE = StructConfig()
+
+
+def _shifted_layouts():
+    table = copy.deepcopy(SBASE.layouts)
+    for f in table["structs"]["obdo"]["fields"]:
+        if f["name"] == "o_size":
+            f["offset"] += 8          # o_size read where o_mtime is
+    return table
+
+
+def _valid_bits_with_extra_bit():
+    table = copy.deepcopy(SBASE.valid_bits)
+    table["obdo"]["fields"]["o_size"].append(["OBD_MD_FLID", 1])   # o_size reported under FLID
+    return table
+
+
+STRUCT_FAMILIES = {
+    "struct_field_shifted": (dict(layouts=_shifted_layouts()), "obdo.o_size read 8 bytes too far"),
+    "struct_union_misread": (dict(union_choice="oi"), "ost_id always swabbed as {oi_id, oi_seq}"),
+    "struct_clear_bit_valid": (dict(valid_bits=_valid_bits_with_extra_bit()), "o_size valid under FLID"),
+    "struct_unknown_bits_dropped": (dict(drop_unknown_valid_bits=True), "unknown o_valid bits dropped"),
+    "struct_encoder_sets_every_bit": (dict(auto_valid_all=True), "omitted o_valid becomes every known bit"),
+}
+
+
+def struct_family(name):
+    changes, what = STRUCT_FAMILIES[name]
+    return make_testee(name=f"broken: {what}", struct_config=SBASE.but(**changes))
+
+
+for _name in STRUCT_FAMILIES:
+    globals()[_name] = (lambda n: lambda: struct_family(n))(_name)

@@ -27,6 +27,8 @@ class StructConfig:
     union_choice: str = "rule"        # "rule": the swab rule picks the union member; a name forces one
     report_valid: bool = True         # add the "valid" view for structures with valid bits
     auto_valid: bool = True           # encode: an omitted o_valid/mbo_valid is computed from the fields given
+    auto_valid_all: bool = False      # encode: set every known bit instead (a classic bug)
+    drop_unknown_valid_bits: bool = False  # decode and encode: keep only the bits the table knows (a bug)
 
     def but(self, **changes) -> "StructConfig":
         return replace(self, **changes)
@@ -73,6 +75,8 @@ class StructCodec:
         if byte_order == "big":
             self._swab(name, buf, 0, len(buf))
         fields = self._read(name, bytes(buf), 0, len(buf))
+        if self.config.drop_unknown_valid_bits:
+            self._mask_unknown(name, fields)
         out = {"type": name, "fields": fields}
         if self.config.report_valid:
             valid = self.valid_view(name, fields)
@@ -86,6 +90,12 @@ class StructCodec:
             kind, esize = self._elem(f)
             at = base + f["offset"]
             if f.get("flexible"):
+                if kind == "char":          # elements are fixed-size strings
+                    esize = f.get("elem_size") or 1
+                    count = max(0, (end - at) // esize)
+                    out[f["name"]] = [buf[at + i * esize:at + (i + 1) * esize].split(b"\0", 1)[0].decode("latin-1")
+                                      for i in range(count)]
+                    continue
                 count = max(0, (end - at) // esize) if esize else 0
                 out[f["name"]] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(count)]
             elif "count" in f:
@@ -147,6 +157,22 @@ class StructCodec:
         raise CodecError("EINVAL", f"swab rule names unknown field {name}")
 
     # valid bits ----------------------------------------------------------------------------
+    def _known_bits(self, name: str) -> int:
+        bits = 0
+        for pairs in self.config.valid_bits[name]["fields"].values():
+            for _, b in pairs:
+                bits |= b
+        return bits
+
+    def _mask_unknown(self, name: str, fields: dict) -> None:
+        if name in self.config.valid_bits:
+            mask_field = next(f for f in fields if f.endswith("_valid"))
+            if isinstance(fields.get(mask_field), int):
+                fields[mask_field] &= self._known_bits(name)
+        for f in self.entry(name)["fields"]:
+            if f["type"].startswith("struct ") and isinstance(fields.get(f["name"]), dict):
+                self._mask_unknown(f["type"][len("struct "):], fields[f["name"]])
+
     def valid_view(self, name: str, fields: dict, prefix: str = "") -> list[str] | None:
         """Dotted names of the fields the valid bits make meaningful, for structures with
         valid bits (obdo, mdt_body) and structures that contain one (ost_body)."""
@@ -189,7 +215,9 @@ class StructCodec:
                 for f, bits in table["fields"].items():
                     if f in fields:
                         mask |= bits[0][1]
-                fields[mask_field] = mask
+                fields[mask_field] = self._known_bits(name) if self.config.auto_valid_all else mask
+            elif self.config.drop_unknown_valid_bits and isinstance(fields[mask_field], int):
+                fields[mask_field] &= self._known_bits(name)
         written: dict[str, bytes] = {}
         extra = b""
         for f in entry["fields"]:
@@ -234,8 +262,11 @@ class StructCodec:
                 # union members given together must agree on their bytes (a decode result
                 # carries every view)
                 prior = written.get(group)
-                if prior is not None and prior != chunk:
+                common = min(len(chunk), len(prior)) if prior is not None else 0
+                if prior is not None and prior[:common] != chunk[:common]:
                     raise CodecError("EINVAL", f"{where}: union members given with different bytes")
+                if prior is not None and len(prior) > len(chunk):
+                    continue       # the longer member already wrote these bytes
                 written[group] = chunk
             buf[at:at + len(chunk)] = chunk
         return extra

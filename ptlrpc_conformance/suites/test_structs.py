@@ -1,0 +1,199 @@
+"""Wire structures (capability `structs`): layouts, byte swapping, unions, truncation,
+and the valid-bit semantics of obdo (o_valid) and mdt_body (mbo_valid).
+
+Vector cases come from vectors/structs*.yaml (`op: decode_struct`); truncations are
+derived by the suite; the valid-bit rules are Hypothesis properties whose inputs are built
+by the suite's own structure walker (harness/structs.py) from spec/layouts.json and whose
+expectations come from the valid-bit table in spec/facts.json.
+"""
+import pytest
+from hypothesis import strategies as st
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness import judge
+from ptlrpc_conformance.harness import structs as S
+from ptlrpc_conformance.harness.vectors import Vector
+from ptlrpc_conformance.spec import layouts
+from ptlrpc_conformance.suites.test_properties import check_property
+
+REQUIRED = {layouts.canonical(n) for n in spec.facts()["structs_required"]}
+VALID = spec.facts()["valid_bits"]
+KNOWN_BITS = {name: sum({b for bits in t["fields"].values() for _, b in bits}) for name, t in VALID.items()}
+MASK_FIELD = {"obdo": "o_valid", "mdt_body": "mbo_valid"}
+case = pytest.mark.conformance
+
+
+def test_struct_decode(struct_vector, iut, need, conclude):
+    need(iut, "decode_struct")
+    outcome = iut.call(struct_vector.decode_request())
+    conclude(judge.judge_struct(struct_vector, outcome, layouts.canonical(struct_vector.struct) in REQUIRED))
+
+
+def test_struct_encode(encode_struct_vector, iut, need, conclude):
+    need(iut, "encode_struct")
+    outcome = iut.call(encode_struct_vector.encode_request())
+    if outcome.rejected and outcome.error == "EOPNOTSUPP" and layouts.canonical(encode_struct_vector.struct) not in REQUIRED:
+        conclude(judge.Judgement(judge.NOT_APPLICABLE, f"the IUT does not support {encode_struct_vector.struct}"))
+    conclude(judge.judge_encode(encode_struct_vector, outcome))
+
+
+def _cut_cases(config):
+    from ptlrpc_conformance.fixtures.core import session_vectors
+    out = []
+    for v in session_vectors(config):
+        if v.op != "decode_struct" or v.verdict != "valid":
+            continue
+        size = S.size(v.struct)
+        cuts = sorted({0, size // 2, size - 1} - {size})
+        variants = tuple(Vector(id=f"{v.id}.cut-{k}", title=f"the first {k} of {size} bytes of {v.struct}",
+                                requirements=("STRUCT-TRUNC-1",), cite=("RULES PAD-3",), verdict="invalid",
+                                direction="request", data=v.data[:k], errno=("any",), op="decode_struct",
+                                struct=v.struct, byte_order=v.byte_order) for k in cuts)
+        out.append(pytest.param(variants, id=f"{v.id}.cut.decode",
+                                marks=case(case=f"{v.id}.cut.decode", requirements=["STRUCT-TRUNC-1"])))
+    return out
+
+
+def pytest_generate_tests(metafunc):
+    if "struct_cut_variants" in metafunc.fixturenames:
+        metafunc.parametrize("struct_cut_variants", _cut_cases(metafunc.config))
+
+
+def test_struct_truncated(struct_cut_variants, iut, need, conclude):
+    need(iut, "decode_struct")
+    outcomes = iut.call_many([v.decode_request() for v in struct_cut_variants])
+    required = layouts.canonical(struct_cut_variants[0].struct) in REQUIRED
+    judgements = [judge.judge_struct(v, o, required) for v, o in zip(struct_cut_variants, outcomes)]
+    conclude(judge.combine(struct_cut_variants[0].id.rsplit(".", 1)[0] + ".decode", struct_cut_variants, judgements))
+
+
+# ---- valid bits -----------------------------------------------------------------------------------
+
+def _expected_view(name: str, mask: int) -> set[str]:
+    return {f for f, bits in VALID[name]["fields"].items() if any(mask & b for _, b in bits)}
+
+
+def _mask_strategy(name: str):
+    bits = sorted({b for bs in VALID[name]["fields"].values() for _, b in bs})
+    unknown = [1 << i for i in range(64) if not (KNOWN_BITS[name] >> i) & 1]
+    return st.tuples(st.lists(st.sampled_from(bits), max_size=8), st.lists(st.sampled_from(unknown), max_size=3)) \
+        .map(lambda t: sum(set(t[0])) | sum(set(t[1])))
+
+
+def _set_field(name: str, data: bytearray, field: str, value: int) -> None:
+    f = S.top_field(name, field)
+    data[f["offset"]:f["offset"] + f["size"]] = value.to_bytes(f["size"], "little")
+
+
+def _garbage_clear_fields(name: str, data: bytes, mask: int, noise: bytes) -> bytes:
+    """Overwrite every field whose bits are all clear with noise."""
+    out = bytearray(data)
+    meaningful = _expected_view(name, mask)
+    for f in VALID[name]["fields"]:
+        if f not in meaningful:
+            g = S.top_field(name, f)
+            out[g["offset"]:g["offset"] + g["size"]] = noise[g["offset"]:g["offset"] + g["size"]]
+    return bytes(out)
+
+
+def _valid_decode_case(name: str):
+    size = S.size(name)
+
+    def test(iut, need, conclude, conformance_seed, conformance_examples):
+        need(iut, "decode_struct")
+        strategy = st.tuples(_mask_strategy(name), st.binary(min_size=size, max_size=size),
+                             st.binary(min_size=size, max_size=size))
+
+        def check(example):
+            mask, data, noise = example
+            data = bytearray(data)
+            _set_field(name, data, MASK_FIELD[name], mask)
+            first = bytes(data)
+            second = _garbage_clear_fields(name, first, mask, noise)
+            a = iut.call({"op": "decode_struct", "type": name, "data": first.hex(), "byte_order": "little"})
+            b = iut.call({"op": "decode_struct", "type": name, "data": second.hex(), "byte_order": "little"})
+            for o in (a, b):
+                if not o.ok:
+                    return judge.Judgement(judge.ERROR if o.trouble else judge.FAIL, f"decode_struct {name}: {o.describe()}")
+            if "valid" not in a.result:
+                return judge.Judgement(judge.NOT_APPLICABLE, "the IUT reports no valid view")
+            want = _expected_view(name, mask)
+            problems = []
+            if a.result["fields"].get(MASK_FIELD[name]) != mask:
+                problems.append(f"{MASK_FIELD[name]}: expected {mask:#x} (unknown bits included), "
+                                f"got {a.result['fields'].get(MASK_FIELD[name])!r}")
+            for label, r in (("first", a.result), ("with garbage in clear-bit fields", b.result)):
+                got = set(r.get("valid", []))
+                if got != want:
+                    problems.append(f"valid view ({label}): expected {sorted(want)}, got {sorted(got)}"
+                                    + (f"; fields whose bits are clear: {sorted(got - want)}" if got - want else ""))
+            for f in want:
+                if a.result["fields"].get(f) != b.result["fields"].get(f):
+                    problems.append(f"{f} changed when only clear-bit fields changed")
+            raw = S.unpack(name, first)
+            for f in VALID[name]["fields"]:
+                if a.result["fields"].get(f) != raw[f]:
+                    problems.append(f"{f}: fields are reported raw: expected {raw[f]!r}, got {a.result['fields'].get(f)!r}")
+            if problems:
+                return judge.Judgement(judge.FAIL, f"{MASK_FIELD[name]} = {mask:#x}:\n  " + "\n  ".join(problems[:10]))
+            return judge.Judgement(judge.PASS)
+
+        outcome = []
+        check_property(strategy, lambda ex: outcome.append(check(ex)) or outcome[-1], conformance_seed,
+                       conformance_examples, conclude, f"{name} valid view")
+        if outcome and all(j.status == judge.NOT_APPLICABLE for j in outcome):
+            conclude(outcome[0])
+    return test
+
+
+def _valid_encode_case(name: str, give_mask: bool):
+    size = S.size(name)
+    governed = list(VALID[name]["fields"])
+
+    def test(iut, need, conclude, conformance_seed, conformance_examples):
+        need(iut, "encode_struct")
+        strategy = st.tuples(st.lists(st.sampled_from(governed), unique=True, max_size=8), _mask_strategy(name),
+                             st.binary(min_size=size, max_size=size))
+
+        def check(example):
+            chosen, mask, noise = example
+            source = S.unpack(name, noise)
+            fields = {f: source[f] for f in chosen}
+            if give_mask:
+                fields[MASK_FIELD[name]] = mask
+            out = iut.call({"op": "encode_struct", "type": name, "fields": fields})
+            if not out.ok:
+                return judge.Judgement(judge.ERROR if out.trouble else judge.FAIL, f"encode_struct {name}: {out.describe()}")
+            data = bytes.fromhex(out.result["data"])
+            if len(data) != size:
+                return judge.Judgement(judge.FAIL, f"encode_struct {name}: {len(data)} bytes, expected {size}")
+            got = S.unpack(name, data)
+            want_mask = mask if give_mask else 0
+            if not give_mask:
+                for f in chosen:
+                    want_mask |= VALID[name]["fields"][f][0][1]
+            problems = []
+            if got[MASK_FIELD[name]] != want_mask:
+                problems.append(f"{MASK_FIELD[name]}: expected {want_mask:#x}, got {got[MASK_FIELD[name]]:#x}")
+            for f in governed:
+                want = source[f] if f in chosen else S.unpack(name, bytes(size))[f]
+                if got[f] != want:
+                    problems.append(f"{f}: expected {want!r} ({'given' if f in chosen else 'not given: zero'}), got {got[f]!r}")
+            if problems:
+                return judge.Judgement(judge.FAIL, f"fields given: {sorted(fields)}:\n  " + "\n  ".join(problems[:10]))
+            return judge.Judgement(judge.PASS)
+
+        check_property(strategy, check, conformance_seed, conformance_examples, conclude,
+                       f"{name} encode with {MASK_FIELD[name]} {'given' if give_mask else 'left out'}")
+    return test
+
+
+for _name, _req in (("obdo", "VALID-OBDO-1"), ("mdt_body", "VALID-MDT-1")):
+    _slug = _name.replace("_", "-")
+    globals()[f"test_valid_view_{_name}"] = case(
+        case=f"structs.valid.{_slug}.decode", requirements=[_req, "VALID-UNKNOWN-1"])(_valid_decode_case(_name))
+    globals()[f"test_valid_given_{_name}"] = case(
+        case=f"structs.valid.{_slug}.encode-given", requirements=["VALID-ENC-1", "VALID-UNKNOWN-1"])(
+        _valid_encode_case(_name, True))
+    globals()[f"test_valid_omitted_{_name}"] = case(
+        case=f"structs.valid.{_slug}.encode-omitted", requirements=["VALID-ENC-1"])(_valid_encode_case(_name, False))
