@@ -49,13 +49,15 @@ class CliRun:
 def run_cli(tmp_path):
     """run_cli(*args, out=True) runs `ptlrpc-conformance ARGS` in a subprocess with tests/ on
     PYTHONPATH (for --iut python:iuts:NAME) and returns a CliRun."""
-    def _run(*args, out=True, timeout=300, cwd=None, input=None):
+    def _run(*args, out=True, timeout=300, cwd=None, input=None, examples=20):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + [p for p in [env.get("PYTHONPATH")] if p])
         out_dir = tmp_path / f"out{len(list(tmp_path.iterdir()))}" if out else None
         cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", *args]
         if out_dir is not None:
             cmd += ["--out", str(out_dir)]
+            if "--examples" not in args:
+                cmd += ["--examples", str(examples)]   # property cases small unless a test says otherwise
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
                               cwd=cwd or tmp_path, input=input)
         return CliRun(proc, out_dir)

@@ -1,6 +1,9 @@
 """ptlrpc-conformance: the command line.
 
   ptlrpc-conformance [certify] [--iut SPEC] [--out DIR] [options] [-- PYTEST-ARGS]
+  ptlrpc-conformance run CASE-ID [--iut SPEC] [--io-log FILE]
+  ptlrpc-conformance list [--requirement ID] [--area AREA] [--level MUST]
+  ptlrpc-conformance verify-report DIR/report.json
   ptlrpc-conformance decode HEX [--direction request|reply] [--iut SPEC]
   ptlrpc-conformance lint-vectors [PATH ...]
   ptlrpc-conformance requirements
@@ -20,7 +23,7 @@ import sys
 from importlib import resources
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
-SUBCOMMANDS = ("certify", "decode", "lint-vectors", "requirements", "export")
+SUBCOMMANDS = ("certify", "run", "list", "verify-report", "decode", "lint-vectors", "requirements", "export")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +48,15 @@ def _certify_parser() -> argparse.ArgumentParser:
                    help="judge accept/reject only; report errno classes separately")
     p.add_argument("--seed", type=int, default=None, help="seed of the property tests (recorded in the report)")
     p.add_argument("--examples", type=int, default=None, help="examples per property test (default 200)")
+    p.add_argument("--known-failures", default=None, metavar="FILE",
+                   help="regression gate: exit 1 on new failures and on stale, unmatched, changed or expired entries")
+    p.add_argument("--update-known-failures", nargs="?", const="tighten", default=None, choices=("tighten", "loosen"),
+                   help="rewrite the known-failures file (tighten: drop stale entries; loosen: also add new failures)")
+    p.add_argument("--requirement", action="append", default=[], metavar="ID", help="only cases checking ID")
+    p.add_argument("--area", action="append", default=[], metavar="AREA", help="only cases of AREA (framing, structs, ...)")
+    p.add_argument("--level", choices=("MUST", "SHOULD", "MAY"), default=None, help="only cases of this level")
+    p.add_argument("--case", action="append", default=[], metavar="CASE-ID", help="only this case (exact id)")
+    p.add_argument("--io-log", default=None, metavar="FILE", help="record the protocol lines exchanged in FILE")
     p.add_argument("-n", "--jobs", default=None, help="parallel workers (pytest-xdist), e.g. 2 or auto")
     p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
     p.add_argument("-q", "--quiet", action="store_true", help="less output")
@@ -81,8 +93,31 @@ class _Observer:
         self.start_failure = session.config.stash.get(IUT_START_FAILURE, None)
 
 
+def _reproduce(args) -> list[str]:
+    argv = ["ptlrpc-conformance", "certify", "--iut", args.iut, "--profile", args.profile or "lustre-2.17.57",
+            "--seed", str(args.seed if args.seed is not None else 20261122),
+            "--examples", str(args.examples if args.examples is not None else 200),
+            "--iut-timeout", str(args.iut_timeout)]
+    for v in args.vectors:
+        argv += ["--vectors", os.path.abspath(v)]
+    if args.ignore_errno_class:
+        argv.append("--ignore-errno-class")
+    for opt in ("requirement", "area", "case"):
+        for v in getattr(args, opt):
+            argv += [f"--{opt}", v]
+    if args.level:
+        argv += ["--level", args.level]
+    if args.keyword:
+        argv += ["-k", args.keyword]
+    return argv
+
+
 def cmd_certify(argv: list[str]) -> int:
     args = _certify_parser().parse_args(argv)
+    return _certify(args)
+
+
+def _certify(args) -> int:
     from .harness import registry
     from .harness.vectors import VectorError, load_all
     try:
@@ -110,7 +145,20 @@ def cmd_certify(argv: list[str]) -> int:
     ini = str(suites.joinpath("pytest.ini"))
     pargs = ["-c", ini, "--rootdir", str(suites), "--pyargs", "ptlrpc_conformance.suites",
              "--iut", args.iut, "--iut-timeout", str(args.iut_timeout),
-             "--conformance-report", str(report_path), "-rfE"]
+             "--conformance-report", str(report_path), "-rfE",
+             "--junitxml", str(out / "junit.xml"), "-o", "junit_family=xunit2",
+             "--conformance-reproduce", json.dumps(_reproduce(args))]
+    if args.known_failures:
+        pargs += ["--known-failures", os.path.abspath(args.known_failures)]
+    if args.update_known_failures:
+        pargs += ["--update-known-failures", args.update_known_failures]
+    for opt in ("requirement", "area", "case"):
+        for v in getattr(args, opt):
+            pargs += [f"--{opt}", v]
+    if args.level:
+        pargs += ["--level", args.level]
+    if args.io_log:
+        pargs += ["--iut-io-log", os.path.abspath(args.io_log)]
     if args.profile:
         pargs += ["--profile", args.profile]
     for v in args.vectors:
@@ -132,7 +180,9 @@ def cmd_certify(argv: list[str]) -> int:
     if observer.start_failure:
         return EXIT_IUT
     if report_path.exists():
-        print(f"ptlrpc-conformance: report written to {report_path}")
+        _write_html(report_path)
+        print(f"ptlrpc-conformance: report written to {report_path} (and report.html, junit.xml"
+              + (", reproducers/" if (out / "reproducers").is_dir() else "") + ")")
     if rc == 0:
         return EXIT_OK
     if rc in (4, 5):          # usage error, or nothing selected
@@ -140,6 +190,86 @@ def cmd_certify(argv: list[str]) -> int:
             print("ptlrpc-conformance: no case was selected", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_FAIL
+
+
+def _write_html(report_path: pathlib.Path) -> None:
+    try:
+        from .harness import html
+    except ImportError:      # the HTML renderer is optional until it lands
+        return
+    report = json.loads(report_path.read_text())
+    html.write(report, report_path.parent / "report.html")
+
+
+def cmd_run(argv: list[str]) -> int:
+    """Re-run one case (exact id), optionally recording the protocol lines exchanged."""
+    if not argv or argv[0].startswith("-"):
+        print("usage: ptlrpc-conformance run CASE-ID [--iut SPEC] [--io-log FILE] [certify options]", file=sys.stderr)
+        return EXIT_USAGE
+    case_id, rest = argv[0], argv[1:]
+    args = _certify_parser().parse_args(rest)
+    args.case = list(args.case) + [case_id]
+    return _certify(args)
+
+
+def cmd_list(argv: list[str]) -> int:
+    p = _Parser(prog="ptlrpc-conformance list", description="Print the cases and their requirements, run nothing.")
+    p.add_argument("--requirement", action="append", default=[])
+    p.add_argument("--area", action="append", default=[])
+    p.add_argument("--level", choices=("MUST", "SHOULD", "MAY"), default=None)
+    p.add_argument("--profile", default=None)
+    p.add_argument("--vectors", action="append", default=[])
+    args = p.parse_args(argv)
+    import pytest
+    suites = resources.files("ptlrpc_conformance.suites")
+    pargs = ["-c", str(suites.joinpath("pytest.ini")), "--rootdir", str(suites), "--pyargs",
+             "ptlrpc_conformance.suites", "--collect-only", "-qq", "--conformance-list"]
+    for opt in ("requirement", "area", "vectors"):
+        for v in getattr(args, opt):
+            pargs += [f"--{opt}", os.path.abspath(v) if opt == "vectors" else v]
+    if args.level:
+        pargs += ["--level", args.level]
+    if args.profile:
+        pargs += ["--profile", args.profile]
+    rc = int(pytest.main(pargs))
+    return EXIT_OK if rc == 0 else EXIT_USAGE
+
+
+def cmd_verify_report(argv: list[str]) -> int:
+    p = _Parser(prog="ptlrpc-conformance verify-report",
+                description="Re-run the command a report records and say whether the verdicts still agree.")
+    p.add_argument("report", help="a report.json")
+    args = p.parse_args(argv)
+    try:
+        report = json.loads(pathlib.Path(args.report).read_text())
+        command = report["reproduce"]
+        before = {c["id"]: c["verdict"] for c in report["cases"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"ptlrpc-conformance verify-report: {args.report}: not a report with a reproducible command ({e})",
+              file=sys.stderr)
+        return EXIT_USAGE
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        argv2 = [sys.executable, "-m", "ptlrpc_conformance.cli"] + command[1:] + ["--out", tmp, "-q"]
+        print("verify-report: re-running " + " ".join(command), flush=True)
+        proc = subprocess.run(argv2, capture_output=True, text=True)
+        try:
+            again = json.loads((pathlib.Path(tmp) / "report.json").read_text())
+        except (OSError, ValueError):
+            print(f"verify-report: the re-run wrote no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}",
+                  file=sys.stderr)
+            return EXIT_FAIL
+    after = {c["id"]: c["verdict"] for c in again["cases"]}
+    diffs = [f"  {cid}: report says {before.get(cid, '(absent)')}, re-run says {after.get(cid, '(absent)')}"
+             for cid in sorted(set(before) | set(after)) if before.get(cid) != after.get(cid)]
+    if report.get("iut", {}).get("hello") != again.get("iut", {}).get("hello"):
+        diffs.append(f"  the IUT's hello differs: {report.get('iut', {}).get('hello')} vs {again.get('iut', {}).get('hello')}")
+    if diffs:
+        print(f"verify-report: {len(diffs)} verdict(s) differ:\n" + "\n".join(diffs[:200]))
+        return EXIT_FAIL
+    print(f"verify-report: all {len(before)} verdicts agree")
+    return EXIT_OK
 
 
 def _read_hex(text: str) -> bytes:
@@ -212,27 +342,56 @@ def cmd_lint_vectors(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def exercised() -> dict[str, set[str]]:
+    """requirement id -> the case ids that exercise it (vectors, derived cases, declared
+    property and protocol cases), without running anything."""
+    import inspect
+
+    from .harness.derive import derive
+    from .harness.vectors import load_all
+    from .suites import test_properties, test_protocol, test_structs
+    out: dict[str, set[str]] = {}
+    vectors = load_all()
+    for v in vectors:
+        for r in v.requirements:
+            out.setdefault(r, set()).add(f"{v.id}.decode")
+            if v.verdict == "valid":
+                out.setdefault("STRUCT-TRUNC-1" if v.op == "decode_struct" else r, set()).add(f"{v.id}.cut.decode")
+    for c in derive([v for v in vectors if v.op == "decode"]):
+        for r in c.requirements:
+            out.setdefault(r, set()).add(c.id)
+    for case in test_protocol.ENCODE_REFUSALS:
+        out.setdefault("ENC-REJECT-1", set()).add(case)
+    for module in (test_properties, test_protocol, test_structs):
+        for _, fn in inspect.getmembers(module, inspect.isfunction):
+            for mark in getattr(fn, "pytestmark", []):
+                if mark.name == "conformance":
+                    for r in mark.kwargs["requirements"]:
+                        out.setdefault(r, set()).add(mark.kwargs["case"])
+    return out
+
+
 def cmd_requirements(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance requirements", description="List the requirement registry.")
+    p = _Parser(prog="ptlrpc-conformance requirements",
+                description="List the requirement registry and how many cases exercise each requirement.")
     p.add_argument("--profile", default=None)
     args = p.parse_args(argv)
     from .harness import registry
-    from .harness.vectors import load_all
     try:
         prof = registry.profile(args.profile).name
     except registry.RegistryError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE
-    covered: dict[str, int] = {}
-    for v in load_all():
-        for r in v.requirements:
-            covered[r] = covered.get(r, 0) + 1
+    cases = exercised()
     reqs = [r for r in registry.requirements().values() if r.in_profile(prof)]
     for r in reqs:
-        print(f"{r.id:<16} {r.level:<6} vectors={covered.get(r.id, 0):<3} {r.statement}")
-    n = sum(1 for r in reqs if covered.get(r.id))
-    print(f"\n{n} of {len(reqs)} requirements of profile {prof} have vectors")
-    return EXIT_OK
+        print(f"{r.id:<16} {r.level:<6} cases={len(cases.get(r.id, ())):<5} {r.statement}")
+    n = sum(1 for r in reqs if cases.get(r.id))
+    must = [r for r in reqs if r.level == "MUST"]
+    n_must = sum(1 for r in must if cases.get(r.id))
+    print(f"\ncoverage: {n} of {len(reqs)} requirements of profile {prof} are exercised "
+          f"({n_must} of {len(must)} MUST)")
+    return EXIT_OK if n_must == len(must) else EXIT_FAIL
 
 
 def cmd_export(argv: list[str]) -> int:
@@ -302,7 +461,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ptlrpc-conformance: unknown command {argv[0]!r} (commands: {', '.join(SUBCOMMANDS)})",
               file=sys.stderr)
         return EXIT_USAGE
-    handler = {"certify": cmd_certify, "decode": cmd_decode, "lint-vectors": cmd_lint_vectors,
+    handler = {"certify": cmd_certify, "run": cmd_run, "list": cmd_list, "verify-report": cmd_verify_report,
+               "decode": cmd_decode, "lint-vectors": cmd_lint_vectors,
                "requirements": cmd_requirements, "export": cmd_export}[command]
     try:
         return handler(argv)

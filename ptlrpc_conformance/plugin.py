@@ -14,9 +14,15 @@ import pytest
 from .harness.registry import CASE_ID, REQUIREMENT_ID
 
 MARKER = "conformance"
+
+
+def argparse_suppress():
+    import argparse
+    return argparse.SUPPRESS
 IUT_START_FAILURE = pytest.StashKey[str]()
 HELLO = pytest.StashKey[dict]()
 COLLECTOR = pytest.StashKey[object]()
+SMOKE = pytest.StashKey[list]()
 DEFAULT_SEED = 20261122
 
 
@@ -37,7 +43,26 @@ def pytest_addoption(parser):
     g.addoption("--conformance-examples", type=int, default=200, metavar="N",
                 help="examples per property test (default 200)")
     g.addoption("--conformance-report", default=None, metavar="FILE",
-                help="write a report.json of the run to FILE")
+                help="write a report.json of the run to FILE (reproducers of failures beside it)")
+    g.addoption("--known-failures", default=None, metavar="FILE",
+                help="regression gate: fail on failures not in FILE, and on entries of FILE that no longer fail")
+    g.addoption("--update-known-failures", nargs="?", const="tighten", default=None,
+                choices=("tighten", "loosen"),
+                help="rewrite --known-failures FILE: drop stale entries, record signatures (tighten, the default); "
+                     "'loosen' also adds the new failures")
+    g.addoption("--requirement", action="append", default=[], metavar="ID",
+                help="only the cases that check requirement ID (repeatable)")
+    g.addoption("--area", action="append", default=[], metavar="AREA",
+                help="only the cases of AREA, the first segment of the case id (repeatable)")
+    g.addoption("--level", default=None, choices=("MUST", "SHOULD", "MAY"),
+                help="only the cases that check a requirement of this level")
+    g.addoption("--case", action="append", default=[], metavar="CASE-ID",
+                help="only this case (exact id; repeatable)")
+    g.addoption("--conformance-list", action="store_true", default=False,
+                help="print the selected cases with their requirements instead of running them")
+    g.addoption("--iut-io-log", default=None, metavar="FILE",
+                help="record every protocol line exchanged with the IUT in FILE")
+    g.addoption("--conformance-reproduce", default=None, help=argparse_suppress())
 
 
 def pytest_configure(config):
@@ -69,11 +94,24 @@ def pytest_sessionstart(session):
         adapter = load_adapter(spec, timeout=config.getoption("iut_timeout"))
         with adapter:
             config.stash[HELLO] = adapter.hello.as_dict()
+            config.stash[SMOKE] = smoke_check(adapter)
     except UsageError as e:
         raise pytest.UsageError(str(e)) from None
     except IUTStartError as e:
         config.stash[IUT_START_FAILURE] = str(e)
         pytest.exit(f"the IUT could not start: {e}", returncode=3)
+
+
+def smoke_check(adapter) -> list[dict]:
+    """Before a run: the testee answers an unknown op with EOPNOTSUPP and echoes ids (the
+    exec adapter checks every id).  Problems are harness/protocol errors, reported apart."""
+    checks = []
+    out = adapter.call({"op": "x-smoke-unknown-op"}, probe=True)
+    checks.append({"check": "unknown op answered EOPNOTSUPP",
+                   "ok": out.rejected and out.error == "EOPNOTSUPP", "detail": out.describe()})
+    again = adapter.call({"op": "hello"}, probe=True)
+    checks.append({"check": "hello answered again, ids echoed", "ok": again.ok, "detail": again.describe()})
+    return checks
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -100,6 +138,43 @@ def pytest_collection_modifyitems(session, config, items):
         item.user_properties.append(("requirements", ",".join(reqs)))
     if problems:
         raise pytest.UsageError("conformance case declarations are broken:\n  " + "\n  ".join(problems))
+    _select(config, items)
+    if config.getoption("conformance_list"):
+        from .harness.registry import requirements
+        known = requirements()
+        tw = config.get_terminal_writer()
+        for item in items:
+            props = dict(item.user_properties)
+            if "case_id" in props:
+                reqs = props["requirements"].split(",")
+                levels = sorted({known[r].level for r in reqs if r in known})
+                tw.line(f"{props['case_id']:<64} {props['requirements']}  [{'/'.join(levels)}]")
+        tw.line(f"{sum(1 for i in items if 'case_id' in dict(i.user_properties))} cases")
+        config.option.collectonly = True
+
+
+def _select(config, items) -> None:
+    """--requirement / --area / --level / --case: keep only the matching cases."""
+    reqs, areas, level, cases = (config.getoption("requirement"), config.getoption("area"),
+                                 config.getoption("level"), config.getoption("case"))
+    if not (reqs or areas or level or cases):
+        return
+    from .harness.registry import requirements
+    known = requirements()
+    keep, drop = [], []
+    for item in items:
+        props = dict(item.user_properties)
+        case = props.get("case_id")
+        case_reqs = props.get("requirements", "").split(",") if case else []
+        ok = case is not None
+        ok = ok and (not cases or case in cases)
+        ok = ok and (not areas or case.split(".")[0] in areas)
+        ok = ok and (not reqs or any(r in case_reqs for r in reqs))
+        ok = ok and (not level or any(r in known and known[r].level == level for r in case_reqs))
+        (keep if ok else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_generate_tests(metafunc):

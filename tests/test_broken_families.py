@@ -30,7 +30,7 @@ def test_every_family_has_expectations():
 
 @pytest.mark.parametrize("name", sorted(MUST_FAIL))
 def test_family_is_caught(run_cli, name):
-    run = run_cli("--iut", f"python:iuts:{name}", "--examples", "50")
+    run = run_cli("--iut", f"python:iuts:{name}", "--examples", "50", "-k", "framing")
     assert run.rc == 1, run.stdout[-3000:] + run.stderr[-3000:]
     verdicts = run.verdicts()
     failed = {c for c, v in verdicts.items() if v == "fail"}

@@ -28,8 +28,11 @@ def test_c_testee_is_certified_green(run_cli, built, binary, monkeypatch):
     run = run_cli("--iut", f"exec:{built / binary}", "--examples", "300")
     assert run.rc == 0, run.stdout[-4000:] + run.stderr[-2000:]
     summary = run.report["summary"]
-    assert summary["fail"] == summary["error"] == summary["not-applicable"] == 0
-    assert summary["pass"] == summary["total"] > 150
+    assert summary["fail"] == summary["error"] == 0
+    not_applicable = {c for c, v in run.verdicts().items() if v == "not-applicable"}
+    # the example declares decode and encode only: the structure cases are not applicable
+    assert all(c.startswith("structs.") for c in not_applicable)
+    assert summary["pass"] + len(not_applicable) == summary["total"] and summary["pass"] > 150
     assert run.report["iut"]["hello"]["name"].startswith("ptlrpc-conformance C")
 
 

@@ -50,6 +50,12 @@ class Adapter:
     def __init__(self):
         self.hello: Hello | None = None
         self.restarts = 0
+        self.io_log = None            # a text file: every protocol line, "> " sent, "< " received
+
+    def log(self, direction: str, line: str) -> None:
+        if self.io_log is not None:
+            self.io_log.write(f"{direction} {line.rstrip()}\n")
+            self.io_log.flush()
 
     # public API ----------------------------------------------------------------------
     def start(self) -> Hello:
@@ -114,13 +120,17 @@ class InProcessAdapter(Adapter):
         self.description = description
 
     def _one(self, request: dict) -> Outcome:
-        wire = json.loads(json.dumps(request))
+        text = json.dumps(request)
+        self.log(">", text)
+        wire = json.loads(text)
         try:
             response = self.target.handle(wire)
             response = json.loads(json.dumps(response))
         except Exception as e:  # the IUT misbehaved: a failed case, never a broken run
             tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            self.log("!", f"raised {tb}")
             return Outcome.crash(f"the implementation raised {tb}")
+        self.log("<", json.dumps(response))
         if isinstance(response, dict) and "id" not in response:
             response = dict(response, id=None)
         return check_response(response, expected_id=None)
@@ -312,6 +322,7 @@ class ExecAdapter(Adapter):
             self._next_id += 1
             ids.append(self._next_id)
             lines.append(json.dumps(dict(r, id=self._next_id), separators=(",", ":")).encode() + b"\n")
+            self.log(">", lines[-1].decode())
         acked = threading.Semaphore(self.window)
         stop = threading.Event()
 
@@ -345,6 +356,7 @@ class ExecAdapter(Adapter):
                 elif not line.strip():
                     continue   # blank lines are tolerated
                 else:
+                    self.log("<", line.decode("utf-8", "replace"))
                     try:
                         response = json.loads(line)
                     except ValueError:
@@ -352,6 +364,8 @@ class ExecAdapter(Adapter):
                         outcome = Outcome.protocol(f"response is not JSON: {snippet!r}")
                     else:
                         outcome = check_response(response, expected_id=rid)
+            if outcome is not None and outcome.trouble:
+                self.log("!", f"{outcome.kind}: {outcome.detail}")
             outcomes.append(outcome)
             acked.release()
             if outcome.kind in Outcome.TROUBLE:
@@ -386,8 +400,16 @@ class ExecAdapter(Adapter):
 # loaders
 # ------------------------------------------------------------------------------------
 
-def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT) -> Adapter:
-    """Build the adapter an --iut value names (not started yet)."""
+def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT, io_log: str | None = None) -> Adapter:
+    """Build the adapter an --iut value names (not started yet); `io_log` names a file that
+    records every protocol line exchanged."""
+    adapter = _load(spec, timeout)
+    if io_log:
+        adapter.io_log = open(io_log, "a", encoding="utf-8")
+    return adapter
+
+
+def _load(spec: str | None, timeout: float) -> Adapter:
     spec = (spec or "reference").strip()
     if spec == "reference":
         from ..reference import make_testee

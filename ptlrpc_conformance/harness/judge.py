@@ -25,6 +25,24 @@ class Judgement:
     def passed(self) -> bool:
         return self.status == PASS
 
+    def failing(self, vector: Vector, signature: str, highlight=None, actual: bytes | None = None) -> "Judgement":
+        """Attach what a report needs of a failure: a short signature (what went wrong, for
+        known-failures files), the input as a reproducer vector, the bytes to show."""
+        from .vectors import to_file_dict
+        self.notes["signature"] = signature
+        self.notes["reproducer"] = to_file_dict(vector)
+        if highlight:
+            self.notes["highlight"] = sorted(highlight)[:4096]
+        if actual is not None:
+            self.notes["actual_hex"] = actual.hex()
+        return self
+
+
+def _outcome_signature(outcome) -> str:
+    if outcome.trouble:
+        return f"error:{outcome.kind}"
+    return "accepted" if outcome.ok else f"rejected:{outcome.error}"
+
 
 def _u(v, bits: int) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < (1 << bits)
@@ -209,7 +227,15 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
         return _dump(f"input, {vector.direction}", vector.data)
     if outcome.trouble:
         return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}\n{dump()}",
-                         {"outcome": outcome.kind})
+                         {"outcome": outcome.kind}).failing(vector, _outcome_signature(outcome))
+    j = _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump)
+    if j.status == FAIL:
+        first = j.notes.pop("first_diff", None)
+        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome))
+    return j
+
+
+def _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump) -> Judgement:
     if vector.verdict == "acceptable":
         if outcome.rejected and outcome.error not in DECODE_ERRNOS:
             return Judgement(FAIL, f"{head}implementation-defined input: acceptance or rejection are both fine, "
@@ -239,14 +265,14 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
     shape = message_shape_problems(outcome.result)
     if shape:
         return Judgement(FAIL, f"{head}accepted, but the result is not a well-formed MESSAGE:\n  "
-                         + "\n  ".join(shape) + f"\n{dump()}")
+                         + "\n  ".join(shape) + f"\n{dump()}", {"first_diff": "malformed-result"})
     diffs, cksum_compared = compare_message(vector.expect or {}, outcome.result, with_structs)
     only_cksum = all(r.startswith("CKSUM-") for r in vector.requirements)
     if only_cksum and not cksum_compared:
         return Judgement(NOT_APPLICABLE, "the IUT reports no computed_cksum")
     if diffs:
         return Judgement(FAIL, f"{head}decoded fields differ (expected vs actual):\n  " + "\n  ".join(diffs)
-                         + f"\n{dump()}")
+                         + f"\n{dump()}", {"first_diff": diffs[0].split(":", 1)[0]})
     return Judgement(PASS)
 
 
@@ -261,10 +287,11 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
     expected = vector.data
     if outcome.trouble:
         return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}",
-                         {"outcome": outcome.kind})
+                         {"outcome": outcome.kind}).failing(vector, _outcome_signature(outcome))
     if outcome.rejected:
         return Judgement(FAIL, f"{head}expected: the canonical bytes\nactual:   encode refused with "
-                               f"{outcome.error} ({outcome.detail})\n{_vdump(vector, 'expected', expected)}")
+                               f"{outcome.error} ({outcome.detail})\n{_vdump(vector, 'expected', expected)}"
+                         ).failing(vector, f"encode-rejected:{outcome.error}")
     result = outcome.result
     data_hex = result.get("data") if isinstance(result, dict) else None
     try:
@@ -272,7 +299,8 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
     except ValueError:
         actual = None
     if actual is None:
-        return Judgement(FAIL, f"{head}the encode result has no hex 'data': {str(result)[:200]}")
+        return Judgement(FAIL, f"{head}the encode result has no hex 'data': {str(result)[:200]}"
+                         ).failing(vector, "encode-malformed-result")
     if actual == expected:
         return Judgement(PASS)
     differing = {i for i in range(max(len(actual), len(expected)))
@@ -282,7 +310,8 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
                            f"(expected {len(expected)} bytes, got {len(actual)}; first difference at offset {first}; "
                            f"differing bytes marked *)\n"
                            f"{_vdump(vector, 'expected', expected, differing)}\n"
-                           f"{_vdump(vector, 'actual', actual, differing)}")
+                           f"{_vdump(vector, 'actual', actual, differing)}"
+                     ).failing(vector, f"bytes@{first}", differing, actual)
 
 
 def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
@@ -293,8 +322,9 @@ def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
     if bad:
         status = ERROR if any(j.status == ERROR for _, j in bad) else FAIL
         names = ", ".join(v.id.rsplit(".", 1)[-1] for v, _ in bad[:20]) + (" ..." if len(bad) > 20 else "")
+        notes = {k: v for k, v in bad[0][1].notes.items() if k in ("signature", "reproducer", "highlight", "outcome")}
         return Judgement(status, f"{case_id}: {len(bad)} of {len(judgements)} variants failed: {names}\n"
-                                 f"first failure:\n{bad[0][1].message}")
+                                 f"first failure:\n{bad[0][1].message}", notes)
     if judgements and all(j.status == NOT_APPLICABLE for j in judgements):
         return Judgement(NOT_APPLICABLE, judgements[0].message)
     return Judgement(PASS)
@@ -309,7 +339,15 @@ def judge_struct(vector: Vector, outcome: Outcome, required: bool) -> Judgement:
         return _vdump(vector, f"input, {vector.byte_order}-endian", vector.data)
     if outcome.trouble:
         return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}\n{dump()}",
-                         {"outcome": outcome.kind})
+                         {"outcome": outcome.kind}).failing(vector, _outcome_signature(outcome))
+    j = _judge_struct(vector, outcome, required, head, dump)
+    if j.status == FAIL:
+        first = j.notes.pop("first_diff", None)
+        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome))
+    return j
+
+
+def _judge_struct(vector, outcome, required, head, dump) -> Judgement:
     if outcome.rejected and outcome.error == "EOPNOTSUPP" and not required:
         return Judgement(NOT_APPLICABLE, f"the IUT does not support structure {vector.struct}")
     if vector.verdict == "invalid":
@@ -329,6 +367,6 @@ def judge_struct(vector: Vector, outcome: Outcome, required: bool) -> Judgement:
         return Judgement(NOT_APPLICABLE, "the IUT reports no valid view")
     if diffs:
         return Judgement(FAIL, f"{head}decoded fields differ (expected vs actual):\n  " + "\n  ".join(diffs[:40])
-                         + f"\n{dump()}")
+                         + f"\n{dump()}", {"first_diff": diffs[0].split(":", 1)[0]})
     return Judgement(PASS)
 

@@ -7,12 +7,16 @@ apart from conformance failures).  Cases are keyed by their declared case ids.
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import os
 import pathlib
 import platform
 import sys
 import time
+
+import pytest
+import yaml
 
 from .. import __version__
 from ..spec import LUSTRE_VERSION
@@ -35,11 +39,15 @@ class Collector:
         self.started_iso = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
     # pytest hooks ----------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
         props = _props(report)
         case = props.get("case_id")
         if case is None:
             return
+        # the case's facts live in report.json; JUnit (xunit2) has no place for properties on
+        # a testcase, so they are taken off before pytest's JUnit writer sees the report
+        report.user_properties = []
         entry = self.cases.setdefault(case, {
             "id": case, "nodeid": report.nodeid,
             "requirements": [r for r in str(props.get("requirements", "")).split(",") if r],
@@ -63,15 +71,54 @@ class Collector:
         elif report.when == "call" and entry["verdict"] is None:
             entry["verdict"] = "pass"
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
+        if self.config.getoption("collectonly"):
+            return
         path = self.config.getoption("conformance_report")
+        report = self.build(session, int(exitstatus))
+        gate_file = self.config.getoption("known_failures")
+        if gate_file:
+            report["gate"] = self._gate(session, report, gate_file)
         if path:
-            write(self.build(session, int(exitstatus)), path)
+            report["reproducers"] = write_reproducers(report, pathlib.Path(path).parent / "reproducers")
+            write(report, path)
+
+    def _gate(self, session, report: dict, gate_file: str) -> dict:
+        """Apply the known-failures file; the run's exit status becomes the gate's verdict."""
+        from . import gate
+        tw = self.config.get_terminal_writer()
+        try:
+            entries = gate.load(gate_file)
+        except gate.GateError as e:
+            tw.line("known-failures file has problems:\n  " + "\n  ".join(e.problems), red=True)
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+            return {"ok": False, "problems": e.problems}
+        result = gate.evaluate(entries, report["cases"])
+        mode = self.config.getoption("update_known_failures")
+        if mode:
+            gate.update(gate_file, entries, result, loosen=(mode == "loosen"))
+            tw.line(f"known-failures file {gate_file} rewritten ({mode})")
+        if report.get("incomplete"):
+            return dict(result.as_dict(), ok=False)
+        if result.ok:
+            tw.line(f"regression gate: passed ({len(result.known)} known failure(s), no new ones)", green=True)
+            if session.exitstatus == pytest.ExitCode.TESTS_FAILED:
+                session.exitstatus = pytest.ExitCode.OK
+        else:
+            tw.line("regression gate: FAILED\n  " + "\n  ".join(result.problems), red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        report["exit_status"] = int(session.exitstatus)
+        return result.as_dict()
+
+    def _reproduce(self) -> list[str]:
+        given = self.config.getoption("conformance_reproduce")
+        return json.loads(given) if given else _reproduce_argv(self.config)
 
     # building --------------------------------------------------------------------------
     def build(self, session, exitstatus: int) -> dict:
         from . import registry
-        from ..plugin import HELLO, IUT_START_FAILURE
+        from ..plugin import HELLO, IUT_START_FAILURE, SMOKE
         config = self.config
         profile = config.getoption("profile") or registry.default_profile()
         cases = sorted(self.cases.values(), key=lambda c: c["id"])
@@ -94,8 +141,14 @@ class Collector:
             if worst == "pass" or (worst in ("not-applicable", "skipped") and "pass" in verdicts):
                 worst = "pass"
             entry["verdict"] = worst
+        incomplete = exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail
         return {
             "format": FORMAT,
+            "incomplete": bool(incomplete),
+            "level": level(reqs),
+            "sha256": fingerprints(config.getoption("vectors") or ()),
+            "reproduce": self._reproduce(),
+            "smoke": config.stash.get(SMOKE, None),
             "suite": {"name": "ptlrpc-conformance", "version": __version__},
             "profile": profile,
             "seed": config.getoption("conformance_seed"),
@@ -113,6 +166,69 @@ class Collector:
             "requirements": dict(sorted(reqs.items())),
             "cases": cases,
         }
+
+
+def _reproduce_argv(config) -> list[str]:
+    argv = ["ptlrpc-conformance", "certify", "--iut", config.getoption("iut") or "reference",
+            "--profile", config.getoption("profile") or "lustre-2.17.57",
+            "--seed", str(config.getoption("conformance_seed")),
+            "--examples", str(config.getoption("conformance_examples"))]
+    for v in config.getoption("vectors") or ():
+        argv += ["--vectors", os.path.abspath(v)]
+    if config.getoption("ignore_errno_class"):
+        argv.append("--ignore-errno-class")
+    argv += ["--iut-timeout", str(config.getoption("iut_timeout"))]
+    for opt in ("requirement", "area", "case"):
+        for v in config.getoption(opt) or ():
+            argv += [f"--{opt}", v]
+    if config.getoption("level"):
+        argv += ["--level", config.getoption("level")]
+    return argv
+
+
+def level(reqs: dict) -> dict:
+    """conformant: every applicable MUST passes; fully conformant: every SHOULD too."""
+    failing = {lvl: sorted(r for r, e in reqs.items() if e["level"] == lvl and e["verdict"] in ("fail", "error"))
+               for lvl in ("MUST", "SHOULD")}
+    not_applicable = sorted(r for r, e in reqs.items() if e["verdict"] == "not-applicable")
+    name = ("not conformant" if failing["MUST"] else "conformant" if failing["SHOULD"] else "fully conformant")
+    return {"name": name, "failing_must": failing["MUST"], "failing_should": failing["SHOULD"],
+            "not_applicable": not_applicable}
+
+
+def fingerprints(user_vectors) -> dict:
+    """sha256 of the data the verdicts rest on: vectors, requirements, profiles, facts, layouts."""
+    from importlib import resources
+
+    from .vectors import bundled_files, user_files
+    h = hashlib.sha256()
+    for name, text in bundled_files():
+        h.update(name.encode() + b"\0" + text.encode())
+    for path in user_files(user_vectors):
+        h.update(str(path).encode() + b"\0" + path.read_bytes())
+    spec_dir = resources.files("ptlrpc_conformance.spec")
+    out = {"vectors": h.hexdigest()}
+    for name in ("requirements.yaml", "profiles.yaml", "facts.json", "layouts.json"):
+        out[name] = hashlib.sha256(spec_dir.joinpath(name).read_bytes()).hexdigest()
+    return out
+
+
+def write_reproducers(report: dict, directory: pathlib.Path) -> list[str]:
+    """Each failing case with a reproducer, as a vector file `--vectors DIR` reads back."""
+    written = []
+    for c in report["cases"]:
+        rep = (c.get("notes") or {}).get("reproducer")
+        if c["verdict"] not in ("fail", "error") or not rep:
+            continue
+        directory.mkdir(parents=True, exist_ok=True)
+        vector = dict(rep, id=f"repro.{c['id']}".replace("..", "."))
+        vector["title"] = f"reproducer of {c['id']}: {rep.get('title', '')}"[:200]
+        vector["note"] = f"written by ptlrpc-conformance for a failure ({(c.get('notes') or {}).get('signature', '')})"
+        doc = {"format": "ptlrpc-conformance-vectors/1", "area": "repro", "vectors": [vector]}
+        path = directory / f"{c['id']}.yaml"
+        path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+        written.append(str(path))
+    return written
 
 
 def _skip_reason(report) -> str:

@@ -339,6 +339,27 @@ def validate_vector(raw: Any, where: str, problems: list[str]) -> Vector | None:
                   struct=str(raw.get("struct", "")), byte_order=raw.get("byte_order", "little"))
 
 
+def to_file_dict(v: Vector, id_prefix: str = "") -> dict:
+    """A vector in the form a vector file holds (bytes as one hex string): what reproducers
+    are written as, so that `--vectors DIR` reads them back."""
+    out: dict[str, Any] = {"id": id_prefix + v.id, "title": v.title, "requirements": list(v.requirements),
+                           "cite": list(v.cite), "verdict": v.verdict}
+    if v.op == "decode_struct":
+        out.update(op="decode_struct", struct=v.struct, byte_order=v.byte_order)
+    else:
+        out["direction"] = v.direction
+    if v.verdict == "invalid":
+        out["errno"] = "any" if v.any_errno else list(v.errno)
+    if v.expect is not None and v.verdict == "valid":
+        out["expect"] = v.expect
+    if v.canonical:
+        out["canonical"] = True
+    if v.note:
+        out["note"] = v.note
+    out["bytes"] = [v.data.hex()]
+    return out
+
+
 def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[str] | None = None) -> list[Vector]:
     """Vectors of one file; problems are appended to `problems` (raised if None)."""
     own = problems is None

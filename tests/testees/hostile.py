@@ -8,6 +8,7 @@ usage: hostile.py MODE
   stderr    write 1 MiB to stderr before every answer (must never block the harness)
   nohello   answer hello with protocol 2
   silent    exit at once without reading anything
+  acceptsall  answer unknown operations as if they succeeded (breaks the protocol smoke check)
   ok        behave
 """
 import json
@@ -31,6 +32,8 @@ def main():
         req = json.loads(line)
         resp = {"id": req.get("id")}
         resp.update(testee.handle(req))
+        if MODE == "acceptsall" and resp.get("error") == "EOPNOTSUPP":
+            resp = {"id": req.get("id"), "ok": True, "result": {}}
         if req.get("op") == "hello" and MODE == "nohello":
             resp["result"]["protocol"] = 2
         data = req.get("data", "")
