@@ -158,9 +158,9 @@ def test_export_writes_vectors_and_derived_cases(run_cli, tmp_path):
 def test_same_seed_gives_the_same_counterexample(run_cli):
     """Property cases are derandomized: one seed, one IUT, one result - the same shrunk
     counterexample included."""
-    args = ("--iut", "python:iuts:magic_unchecked", "--seed", "7", "-k", "framing.mutations", "--examples", "200")
+    args = ("--iut", "python:iuts:magic_unchecked", "--seed", "1", "-k", "framing.mutations", "--examples", "200")
     a, b = run_cli(*args), run_cli(*args)
-    assert a.report["seed"] == b.report["seed"] == 7
+    assert a.report["seed"] == b.report["seed"] == 1
     assert a.verdicts()["framing.mutations.decode"] == "fail"
     assert a.case("framing.mutations.decode")["message"] == b.case("framing.mutations.decode")["message"]
-    assert "counterexample (seed 7, shrunk)" in a.case("framing.mutations.decode")["message"]
+    assert "counterexample (seed 1, shrunk)" in a.case("framing.mutations.decode")["message"]

@@ -16,8 +16,9 @@ def test_suites_run_from_another_repository_with_xdist(pytester):
     report = pytester.path / "r.json"
     result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-n", "2", "-p", "no:cacheprovider",
                                            "--iut", f"exec:{sys.executable} -m ptlrpc_conformance.reference",
-                                           "--conformance-report", str(report))
-    result.assert_outcomes(passed=33)
+                                           "--conformance-report", str(report), "--conformance-examples", "20")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) > 500 and "failed" not in outcomes and "error" not in outcomes
     assert report.exists()
 
 

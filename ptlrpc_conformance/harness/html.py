@@ -488,6 +488,8 @@ table.grid th,table.grid td{border:1px solid var(--line);padding:.3rem .5rem;tex
 table.grid thead th{background:var(--alt)}
 table.grid tbody tr:nth-child(even){background:#fafbfc}
 table.grid td.n,table.grid th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+table.grid thead th.n,table.grid td.wrap{white-space:normal}
+.nf{white-space:nowrap;color:var(--fail)}
 table.grid tfoot td,table.grid tfoot th{font-weight:700;background:var(--alt)}
 td.zero{color:#a0a6b0}
 td.bad{color:var(--fail);font-weight:700;background:var(--fail-bg)}
@@ -513,11 +515,15 @@ mark{background:var(--mark);color:#000;font-weight:700;outline:1px solid #c79a00
 details{margin:.5rem 0}
 details>summary{cursor:pointer;font-weight:600}
 .note{color:var(--muted);font-size:.9rem}
-.statement{min-width:18rem}
+.statement{min-width:14rem}
 footer{margin-top:3rem;color:var(--muted);font-size:.85rem;border-top:1px solid var(--line);padding-top:.6rem}
 a{color:#1d4ed8}
 @media (max-width:40rem){body{padding:.6rem;font-size:14px}dl.meta,dl.kv{grid-template-columns:1fr}
-dl.meta dt{margin-top:.3rem}.level .text{font-size:1.5rem}.statement{min-width:12rem}}
+dl.meta dt{margin-top:.3rem}.level .text{font-size:1.5rem}.statement{min-width:12rem}
+.failure{padding:.5rem .5rem}table.hexdump,table.hexdump tbody{display:block}table.hexdump thead{display:none}
+table.hexdump caption{display:block}table.hexdump tr{display:grid;grid-template-columns:3.2em max-content}
+table.hexdump td{padding:0 .3rem}table.hexdump td.fld{grid-column:2;color:var(--muted);min-width:0;padding-bottom:.2rem}
+table.hexdump td.fld:empty{display:none}}
 @media print{body{max-width:none;padding:0;font-size:10pt}a{color:inherit;text-decoration:none}
 h2{break-after:avoid}.failure,.level{break-inside:avoid-page}table.hexdump tr{break-inside:avoid}
 .scroll,.dump{overflow:visible}
@@ -525,7 +531,7 @@ table.hexdump td.fld{min-width:0}.v,.level,mark,td.bad,tr.diff{-webkit-print-col
 """
 
 PRINT_SCRIPT = ("addEventListener('beforeprint',function(){"
-                "document.querySelectorAll('details').forEach(function(d){d.open=true})});")
+                "document.querySelectorAll('details.print-open').forEach(function(d){d.open=true})});")
 
 
 def _meta_row(name: str, value_html: str) -> str:
@@ -666,12 +672,12 @@ def _requirements(report: dict, cases_by_id: dict, known: dict) -> str:
         stmt = known[rid].statement if rid in known else ""
         case_ids = ent.get("cases") or []
         failing = sum(1 for c in case_ids if (cases_by_id.get(c) or {}).get("verdict") in FAILING)
-        count = f"{len(case_ids)}" + (f" ({failing} failing)" if failing else "")
+        count = f"{len(case_ids)}" + (f' <span class="nf">({failing} failing)</span>' if failing else "")
         verdict = ent.get("verdict")
         rows.append(f'<tr id="{e(_anchor("req-", rid))}"><td class="id"><code>{e(rid)}</code></td>'
                     f"<td>{e(lvl or '?')}</td>"
                     f'<td class="statement">{e(stmt) if stmt else "<span class=note>not in the registry</span>"}</td>'
-                    f"<td>{_badge(verdict)}</td><td class=\"n\">{e(count)}</td></tr>")
+                    f'<td>{_badge(verdict)}</td><td class="n wrap">{count}</td></tr>')
     return ('<section id="requirements"><h2>Requirements</h2><div class="scroll">'
             '<table class="grid" id="requirements-table"><thead><tr><th scope="col">Requirement</th>'
             '<th scope="col">Level</th><th scope="col">Statement</th><th scope="col">Verdict</th>'
@@ -708,7 +714,7 @@ def _all_cases(cases: list[dict], known_ids: set) -> str:
             note = e(first[:200] + (" …" if len(first) > 200 else ""))
         rows.append(f"<tr><td>{ident}</td><td>{_badge(v)}</td>"
                     f"<td>{_req_links(c.get('requirements'), known_ids)}</td><td>{note}</td></tr>")
-    return ('<section id="cases"><h2>All cases</h2><details id="all-cases"><summary>'
+    return ('<section id="cases"><h2>All cases</h2><details id="all-cases" class="print-open"><summary>'
             f"All {len(cases)} cases with their verdicts</summary><div class=\"scroll\">"
             '<table class="grid"><thead><tr><th scope="col">Case</th><th scope="col">Verdict</th>'
             '<th scope="col">Requirements</th><th scope="col">Note</th></tr></thead><tbody>'

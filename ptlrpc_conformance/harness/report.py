@@ -145,7 +145,7 @@ class Collector:
         return {
             "format": FORMAT,
             "incomplete": bool(incomplete),
-            "level": level(reqs),
+            "level": level(reqs, bool(incomplete)),
             "sha256": fingerprints(config.getoption("vectors") or ()),
             "reproduce": self._reproduce(),
             "smoke": config.stash.get(SMOKE, None),
@@ -186,12 +186,14 @@ def _reproduce_argv(config) -> list[str]:
     return argv
 
 
-def level(reqs: dict) -> dict:
+def level(reqs: dict, incomplete: bool = False) -> dict:
     """conformant: every applicable MUST passes; fully conformant: every SHOULD too."""
     failing = {lvl: sorted(r for r, e in reqs.items() if e["level"] == lvl and e["verdict"] in ("fail", "error"))
                for lvl in ("MUST", "SHOULD")}
     not_applicable = sorted(r for r, e in reqs.items() if e["verdict"] == "not-applicable")
     name = ("not conformant" if failing["MUST"] else "conformant" if failing["SHOULD"] else "fully conformant")
+    if incomplete:
+        name = "incomplete"       # an interrupted run certifies nothing
     return {"name": name, "failing_must": failing["MUST"], "failing_should": failing["SHOULD"],
             "not_applicable": not_applicable}
 
