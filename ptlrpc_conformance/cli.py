@@ -93,25 +93,6 @@ class _Observer:
         self.start_failure = session.config.stash.get(IUT_START_FAILURE, None)
 
 
-def _reproduce(args) -> list[str]:
-    argv = ["ptlrpc-conformance", "certify", "--iut", args.iut, "--profile", args.profile or "lustre-2.17.57",
-            "--seed", str(args.seed if args.seed is not None else 20261122),
-            "--examples", str(args.examples if args.examples is not None else 200),
-            "--iut-timeout", str(args.iut_timeout)]
-    for v in args.vectors:
-        argv += ["--vectors", os.path.abspath(v)]
-    if args.ignore_errno_class:
-        argv.append("--ignore-errno-class")
-    for opt in ("requirement", "area", "case"):
-        for v in getattr(args, opt):
-            argv += [f"--{opt}", v]
-    if args.level:
-        argv += ["--level", args.level]
-    if args.keyword:
-        argv += ["-k", args.keyword]
-    return argv
-
-
 def cmd_certify(argv: list[str]) -> int:
     args = _certify_parser().parse_args(argv)
     return _certify(args)
@@ -146,8 +127,7 @@ def _certify(args) -> int:
     pargs = ["-c", ini, "--rootdir", str(suites), "--pyargs", "ptlrpc_conformance.suites",
              "--iut", args.iut, "--iut-timeout", str(args.iut_timeout),
              "--conformance-report", str(report_path), "-rfE",
-             "--junitxml", str(out / "junit.xml"), "-o", "junit_family=xunit2",
-             "--conformance-reproduce", json.dumps(_reproduce(args))]
+             "--junitxml", str(out / "junit.xml"), "-o", "junit_family=xunit2"]
     if args.known_failures:
         pargs += ["--known-failures", os.path.abspath(args.known_failures)]
     if args.update_known_failures:
@@ -332,7 +312,6 @@ def cmd_lint_vectors(argv: list[str]) -> int:
                 count += len(load_file(name, text, problems))
     except VectorError as e:
         problems += e.problems
-    ids: dict[str, int] = {}
     if problems:
         for line in problems:
             print(line)

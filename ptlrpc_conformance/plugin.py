@@ -15,10 +15,6 @@ from .harness.registry import CASE_ID, REQUIREMENT_ID
 
 MARKER = "conformance"
 
-
-def argparse_suppress():
-    import argparse
-    return argparse.SUPPRESS
 IUT_START_FAILURE = pytest.StashKey[str]()
 HELLO = pytest.StashKey[dict]()
 COLLECTOR = pytest.StashKey[object]()
@@ -62,7 +58,6 @@ def pytest_addoption(parser):
                 help="print the selected cases with their requirements instead of running them")
     g.addoption("--iut-io-log", default=None, metavar="FILE",
                 help="record every protocol line exchanged with the IUT in FILE")
-    g.addoption("--conformance-reproduce", default=None, help=argparse_suppress())
 
 
 def pytest_configure(config):

@@ -170,7 +170,7 @@ class _Process:
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, cwd=os.getcwd(), env=os.environ.copy(),
-                                         bufsize=0)
+                                         bufsize=-1)   # buffered: readline on a raw pipe reads byte by byte
         except OSError as e:
             raise IUTStartError(f"cannot start {shlex.join(argv)}: {e.strerror or e}") from None
         self.lines: queue.Queue = queue.Queue()
@@ -201,7 +201,7 @@ class _Process:
 
     def _read_stderr(self):
         try:
-            for chunk in iter(lambda: self.proc.stderr.read(65536), b""):
+            for chunk in iter(lambda: self.proc.stderr.read1(65536), b""):
                 with self._stderr_lock:
                     self.stderr_tail += chunk
                     del self.stderr_tail[:-8192]

@@ -111,10 +111,6 @@ class Collector:
         report["exit_status"] = int(session.exitstatus)
         return result.as_dict()
 
-    def _reproduce(self) -> list[str]:
-        given = self.config.getoption("conformance_reproduce")
-        return json.loads(given) if given else _reproduce_argv(self.config)
-
     # building --------------------------------------------------------------------------
     def build(self, session, exitstatus: int) -> dict:
         from . import registry
@@ -147,7 +143,7 @@ class Collector:
             "incomplete": bool(incomplete),
             "level": level(reqs, bool(incomplete)),
             "sha256": fingerprints(config.getoption("vectors") or ()),
-            "reproduce": self._reproduce(),
+            "reproduce": _reproduce_argv(config),
             "smoke": config.stash.get(SMOKE, None),
             "suite": {"name": "ptlrpc-conformance", "version": __version__},
             "profile": profile,
@@ -183,6 +179,8 @@ def _reproduce_argv(config) -> list[str]:
             argv += [f"--{opt}", v]
     if config.getoption("level"):
         argv += ["--level", config.getoption("level")]
+    if config.option.keyword:
+        argv += ["-k", config.option.keyword]
     return argv
 
 
