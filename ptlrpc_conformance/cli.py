@@ -134,15 +134,15 @@ def _certify(args) -> int:
         pargs += ["--update-known-failures", args.update_known_failures]
     for opt in ("requirement", "area", "case"):
         for v in getattr(args, opt):
-            pargs += [f"--{opt}", v]
+            pargs += [f"--conformance-{opt}", v]
     if args.level:
-        pargs += ["--level", args.level]
+        pargs += ["--conformance-level", args.level]
     if args.io_log:
         pargs += ["--iut-io-log", os.path.abspath(args.io_log)]
     if args.profile:
-        pargs += ["--profile", args.profile]
+        pargs += ["--conformance-profile", args.profile]
     for v in args.vectors:
-        pargs += ["--vectors", os.path.abspath(v)]
+        pargs += ["--conformance-vectors", os.path.abspath(v)]
     if args.ignore_errno_class:
         pargs.append("--ignore-errno-class")
     if args.seed is not None:
@@ -206,11 +206,11 @@ def cmd_list(argv: list[str]) -> int:
              "ptlrpc_conformance.suites", "--collect-only", "-qq", "--conformance-list"]
     for opt in ("requirement", "area", "vectors"):
         for v in getattr(args, opt):
-            pargs += [f"--{opt}", os.path.abspath(v) if opt == "vectors" else v]
+            pargs += [f"--conformance-{opt}", os.path.abspath(v) if opt == "vectors" else v]
     if args.level:
-        pargs += ["--level", args.level]
+        pargs += ["--conformance-level", args.level]
     if args.profile:
-        pargs += ["--profile", args.profile]
+        pargs += ["--conformance-profile", args.profile]
     rc = int(pytest.main(pargs))
     return EXIT_OK if rc == 0 else EXIT_USAGE
 

@@ -28,9 +28,9 @@ def pytest_addoption(parser):
                 help="implementation under test: reference (default), python:package.module:factory, exec:COMMAND")
     g.addoption("--iut-timeout", type=float, default=5.0, metavar="SECONDS",
                 help="per-call timeout for exec: testees (default 5)")
-    g.addoption("--profile", default=None, metavar="NAME",
+    g.addoption("--conformance-profile", default=None, metavar="NAME",
                 help="profile the verdicts follow (default: the current Lustre code, lustre-2.17.57)")
-    g.addoption("--vectors", action="append", default=[], metavar="DIR",
+    g.addoption("--conformance-vectors", action="append", default=[], metavar="DIR",
                 help="add the vector files of DIR (or one file) to the run; may be repeated")
     g.addoption("--ignore-errno-class", action="store_true", default=False,
                 help="judge rejections by accept/reject only; errno classes are reported, not judged")
@@ -46,13 +46,13 @@ def pytest_addoption(parser):
                 choices=("tighten", "loosen"),
                 help="rewrite --known-failures FILE: drop stale entries, record signatures (tighten, the default); "
                      "'loosen' also adds the new failures")
-    g.addoption("--requirement", action="append", default=[], metavar="ID",
+    g.addoption("--conformance-requirement", action="append", default=[], metavar="ID",
                 help="only the cases that check requirement ID (repeatable)")
-    g.addoption("--area", action="append", default=[], metavar="AREA",
+    g.addoption("--conformance-area", action="append", default=[], metavar="AREA",
                 help="only the cases of AREA, the first segment of the case id (repeatable)")
-    g.addoption("--level", default=None, choices=("MUST", "SHOULD", "MAY"),
+    g.addoption("--conformance-level", default=None, choices=("MUST", "SHOULD", "MAY"),
                 help="only the cases that check a requirement of this level")
-    g.addoption("--case", action="append", default=[], metavar="CASE-ID",
+    g.addoption("--conformance-case", action="append", default=[], metavar="CASE-ID",
                 help="only this case (exact id; repeatable)")
     g.addoption("--conformance-list", action="store_true", default=False,
                 help="print the selected cases with their requirements instead of running them")
@@ -149,9 +149,9 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def _select(config, items) -> None:
-    """--requirement / --area / --level / --case: keep only the matching cases."""
-    reqs, areas, level, cases = (config.getoption("requirement"), config.getoption("area"),
-                                 config.getoption("level"), config.getoption("case"))
+    """--conformance-requirement / -area / -level / -case: keep only the matching cases."""
+    reqs, areas, level, cases = (config.getoption("conformance_requirement"), config.getoption("conformance_area"),
+                                 config.getoption("conformance_level"), config.getoption("conformance_case"))
     if not (reqs or areas or level or cases):
         return
     from .harness.registry import requirements

@@ -6,7 +6,9 @@ def test_options_and_markers_are_registered(pytester):
     result = pytester.runpytest_subprocess("--help")
     out = result.stdout.str()
     assert "PtlRPC conformance suite:" in out
-    for opt in ("--iut=SPEC", "--iut-timeout", "--profile", "--vectors", "--ignore-errno-class", "--conformance-report"):
+    for opt in ("--iut=SPEC", "--iut-timeout", "--conformance-profile", "--conformance-vectors", "--ignore-errno-class",
+                "--conformance-report", "--known-failures", "--conformance-requirement", "--conformance-area",
+                "--conformance-level", "--conformance-case", "--iut-io-log"):
         assert opt in out
     markers = pytester.runpytest_subprocess("--markers").stdout.str()
     assert "@pytest.mark.conformance(case, requirements" in markers

@@ -116,7 +116,7 @@ class Collector:
         from . import registry
         from ..plugin import HELLO, IUT_START_FAILURE, SMOKE
         config = self.config
-        profile = config.getoption("profile") or registry.default_profile()
+        profile = config.getoption("conformance_profile") or registry.default_profile()
         cases = sorted(self.cases.values(), key=lambda c: c["id"])
         summary = {k: 0 for k in ("pass", "fail", "error", "not-applicable", "skipped")}
         for c in cases:
@@ -142,7 +142,7 @@ class Collector:
             "format": FORMAT,
             "incomplete": bool(incomplete),
             "level": level(reqs, bool(incomplete)),
-            "sha256": fingerprints(config.getoption("vectors") or ()),
+            "sha256": fingerprints(config.getoption("conformance_vectors") or ()),
             "reproduce": _reproduce_argv(config),
             "smoke": config.stash.get(SMOKE, None),
             "suite": {"name": "ptlrpc-conformance", "version": __version__},
@@ -166,19 +166,19 @@ class Collector:
 
 def _reproduce_argv(config) -> list[str]:
     argv = ["ptlrpc-conformance", "certify", "--iut", config.getoption("iut") or "reference",
-            "--profile", config.getoption("profile") or "lustre-2.17.57",
+            "--profile", config.getoption("conformance_profile") or "lustre-2.17.57",
             "--seed", str(config.getoption("conformance_seed")),
             "--examples", str(config.getoption("conformance_examples"))]
-    for v in config.getoption("vectors") or ():
+    for v in config.getoption("conformance_vectors") or ():
         argv += ["--vectors", os.path.abspath(v)]
     if config.getoption("ignore_errno_class"):
         argv.append("--ignore-errno-class")
     argv += ["--iut-timeout", str(config.getoption("iut_timeout"))]
     for opt in ("requirement", "area", "case"):
-        for v in config.getoption(opt) or ():
+        for v in config.getoption(f"conformance_{opt}") or ():
             argv += [f"--{opt}", v]
-    if config.getoption("level"):
-        argv += ["--level", config.getoption("level")]
+    if config.getoption("conformance_level"):
+        argv += ["--level", config.getoption("conformance_level")]
     if config.option.keyword:
         argv += ["-k", config.option.keyword]
     return argv
