@@ -19,6 +19,9 @@ import sys
 
 import yaml
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from regen import write_or_check  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
 OUTPUT = ROOT / "ptlrpc_conformance" / "spec" / "facts.json"
@@ -163,17 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.spec / "wire_facts.yaml").is_file():
         print(f"gen_facts: no wire_facts.yaml under {args.spec}", file=sys.stderr)
         return 2
-    text = render(build(args.spec))
-    if args.check:
-        current = OUTPUT.read_text() if OUTPUT.exists() else ""
-        if current != text:
-            print(f"gen_facts: {OUTPUT.relative_to(ROOT)} is stale; run python tools/gen_facts.py", file=sys.stderr)
-            return 1
-        print("gen_facts: facts.json is up to date")
-        return 0
-    OUTPUT.write_text(text)
-    print(f"gen_facts: wrote {OUTPUT.relative_to(ROOT)} ({len(text)} bytes)")
-    return 0
+    return write_or_check("gen_facts", OUTPUT, render(build(args.spec)), args.check, ROOT)
 
 
 if __name__ == "__main__":

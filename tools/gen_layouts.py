@@ -22,6 +22,9 @@ import sys
 
 import yaml
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from regen import write_or_check  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
 OUTPUT = ROOT / "ptlrpc_conformance" / "spec" / "layouts.json"
@@ -397,17 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.spec / need).is_file():
             print(f"gen_layouts: no {need} under {args.spec}", file=sys.stderr)
             return 2
-    text = render(build(args.spec))
-    if args.check:
-        current = OUTPUT.read_text() if OUTPUT.exists() else ""
-        if current != text:
-            print(f"gen_layouts: {OUTPUT.relative_to(ROOT)} is stale; run python tools/gen_layouts.py", file=sys.stderr)
-            return 1
-        print("gen_layouts: layouts.json is up to date")
-        return 0
-    OUTPUT.write_text(text)
-    print(f"gen_layouts: wrote {OUTPUT.relative_to(ROOT)} ({len(text)} bytes)")
-    return 0
+    return write_or_check("gen_layouts", OUTPUT, render(build(args.spec)), args.check, ROOT)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from regen import write_or_check  # noqa: E402
+
 from ptlrpc_conformance.harness import structs as S  # noqa: E402
 from ptlrpc_conformance.spec import layouts  # noqa: E402
 
@@ -107,17 +110,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args(argv)
-    text = render()
-    if args.check:
-        if not OUTPUT.exists() or OUTPUT.read_text() != text:
-            print(f"gen_struct_vectors: {OUTPUT.relative_to(ROOT)} is stale; run python tools/gen_struct_vectors.py",
-                  file=sys.stderr)
-            return 1
-        print("gen_struct_vectors: up to date")
-        return 0
-    OUTPUT.write_text(text)
-    print(f"gen_struct_vectors: wrote {OUTPUT.relative_to(ROOT)}")
-    return 0
+    return write_or_check("gen_struct_vectors", OUTPUT, render(), args.check, ROOT)
 
 
 if __name__ == "__main__":
