@@ -57,6 +57,7 @@ def _certify_parser() -> argparse.ArgumentParser:
     p.add_argument("--level", choices=("MUST", "SHOULD", "MAY"), default=None, help="only cases of this level")
     p.add_argument("--case", action="append", default=[], metavar="CASE-ID", help="only this case (exact id)")
     p.add_argument("--io-log", default=None, metavar="FILE", help="record the protocol lines exchanged in FILE")
+    p.add_argument("--list", action="store_true", help="print the selected cases and their requirements; run nothing")
     p.add_argument("-n", "--jobs", default=None, help="parallel workers (pytest-xdist), e.g. 2 or auto")
     p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
     p.add_argument("-q", "--quiet", action="store_true", help="less output")
@@ -95,6 +96,11 @@ class _Observer:
 
 def cmd_certify(argv: list[str]) -> int:
     args = _certify_parser().parse_args(argv)
+    if args.list:
+        rest = [x for opt in ("requirement", "area") for v in getattr(args, opt) for x in (f"--{opt}", v)]
+        rest += (["--level", args.level] if args.level else []) + (["--profile", args.profile] if args.profile else [])
+        rest += [x for v in args.vectors for x in ("--vectors", v)]
+        return cmd_list(rest)
     return _certify(args)
 
 

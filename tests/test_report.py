@@ -87,9 +87,10 @@ def test_smoke_check_failures_are_reported(run_cli, hostile):
 
 
 def test_list_prints_cases_and_requirements(run_cli):
-    run = run_cli("list", "--area", "protocol", out=False)
-    assert run.rc == 0
-    assert "protocol.unknown-op.probe" in run.stdout and "PROTO-OPS-1" in run.stdout and "9 cases" in run.stdout
+    for args in (("list", "--area", "protocol"), ("certify", "--list", "--area", "protocol")):
+        run = run_cli(*args, out=False)
+        assert run.rc == 0
+        assert "protocol.unknown-op.probe" in run.stdout and "PROTO-OPS-1" in run.stdout and "9 cases" in run.stdout
 
 
 def test_run_one_case_records_the_protocol_lines(run_cli, tmp_path):
