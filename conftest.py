@@ -38,6 +38,14 @@ class CliRun:
     def verdicts(self) -> dict:
         return {c["id"]: c["verdict"] for c in self.report["cases"]}
 
+    def assert_caught(self, must_fail: set[str]) -> None:
+        """A broken IUT's run: exit 1, the cases of its rule among the failures, no harness errors."""
+        assert self.rc == 1, self.stdout[-3000:] + self.stderr[-3000:]
+        verdicts = self.verdicts()
+        failed = {c for c, v in verdicts.items() if v == "fail"}
+        assert must_fail <= failed, f"not caught: {must_fail - failed}"
+        assert "error" not in verdicts.values()
+
     def case(self, case_id: str) -> dict:
         for c in self.report["cases"]:
             if c["id"] == case_id:

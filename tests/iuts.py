@@ -157,3 +157,19 @@ def struct_family(name):
 
 for _name in STRUCT_FAMILIES:
     globals()[_name] = (lambda n: lambda: struct_family(n))(_name)
+
+
+class Garbles:
+    """Answers every encode and decode_struct with an object of the wrong shape."""
+
+    def __init__(self):
+        self.inner = make_testee(name="garbled results")
+
+    def handle(self, request):
+        if request.get("op") in ("encode", "decode_struct", "encode_struct"):
+            return {"ok": True, "result": {"nothing": "useful"}}
+        return self.inner.handle(request)
+
+
+def garbles():
+    return Garbles()

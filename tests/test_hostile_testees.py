@@ -62,3 +62,14 @@ def test_python_iut_that_raises_is_an_error_per_case(run_cli):
     # it declared decode only: structure cases are not applicable, never errors
     assert {v for c, v in verdicts.items() if c.startswith("structs.generated.")} == {"not-applicable"}
     assert "the implementation raised RuntimeError: boom" in run.case(TRIGGER)["message"]
+
+
+def test_unreadable_results_fail_properties_cleanly(run_cli):
+    """A result of the wrong shape inside a property is a failed case, not a traceback."""
+    run = run_cli("--iut", "python:iuts:garbles", "-k", "roundtrip or encoded-length or structs.valid")
+    verdicts = run.verdicts()
+    props = ["framing.roundtrip.encode-decode", "framing.encoded-length.encode", "structs.valid.obdo.decode",
+             "structs.valid.obdo.encode-given"]
+    assert all(verdicts[p] == "fail" for p in props), verdicts
+    assert "could not be read" in run.case("framing.roundtrip.encode-decode")["message"]
+    assert "Traceback" not in run.stdout

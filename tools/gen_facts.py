@@ -12,7 +12,6 @@ the committed file differs from what the sources give (the project's tests run i
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -20,7 +19,7 @@ import sys
 import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from regen import write_or_check  # noqa: E402
+import regen  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
@@ -125,7 +124,7 @@ def build(spec_dir: pathlib.Path) -> dict:
                 opcodes[name] = {"value": entry["value"], "family": family, "cite": entry.get("line", "")}
 
     errnos = {}
-    for lname, entry in flags["wire_errno"]["table"].items():
+    for entry in flags["wire_errno"]["table"].values():
         errnos[entry["host_name"]] = {"wire": entry["value"], "x86": entry["linux_x86_value"],
                                       "cite": entry.get("line", "")}
 
@@ -159,15 +158,8 @@ def render(facts: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--spec", type=pathlib.Path, default=DEFAULT_SPEC, help="the shared/spec directory")
-    ap.add_argument("--check", action="store_true", help="compare with the committed file; write nothing")
-    args = ap.parse_args(argv)
-    if not (args.spec / "wire_facts.yaml").is_file():
-        print(f"gen_facts: no wire_facts.yaml under {args.spec}", file=sys.stderr)
-        return 2
-    return write_or_check("gen_facts", OUTPUT, render(build(args.spec)), args.check, ROOT)
-
+    return regen.main(argv, tool="gen_facts", doc=__doc__, output=OUTPUT, root=ROOT, spec_default=DEFAULT_SPEC,
+                      spec_files=("wire_facts.yaml", "flags.yaml"), make_text=lambda spec: render(build(spec)))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -15,7 +15,6 @@ committed file differs from what the sources give (the project's tests run it).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -23,7 +22,7 @@ import sys
 import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from regen import write_or_check  # noqa: E402
+import regen  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
@@ -392,16 +391,8 @@ def render(table: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--spec", type=pathlib.Path, default=DEFAULT_SPEC, help="the shared/spec directory")
-    ap.add_argument("--check", action="store_true", help="compare with the committed file; write nothing")
-    args = ap.parse_args(argv)
-    for need in ("wire_facts.yaml", "seed_mapping.yaml"):
-        if not (args.spec / need).is_file():
-            print(f"gen_layouts: no {need} under {args.spec}", file=sys.stderr)
-            return 2
-    return write_or_check("gen_layouts", OUTPUT, render(build(args.spec)), args.check, ROOT)
-
+    return regen.main(argv, tool="gen_layouts", doc=__doc__, output=OUTPUT, root=ROOT, spec_default=DEFAULT_SPEC,
+                      spec_files=("wire_facts.yaml", "seed_mapping.yaml"), make_text=lambda spec: render(build(spec)))
 
 if __name__ == "__main__":
     sys.exit(main())

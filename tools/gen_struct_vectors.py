@@ -12,7 +12,6 @@ run it), and `ptlrpc-conformance lint-vectors` checks it like any vector file.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
@@ -21,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from regen import write_or_check  # noqa: E402
+import regen  # noqa: E402
 
 from ptlrpc_conformance.harness import structs as S  # noqa: E402
 from ptlrpc_conformance.spec import layouts  # noqa: E402
@@ -107,11 +106,8 @@ def render() -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args(argv)
-    return write_or_check("gen_struct_vectors", OUTPUT, render(), args.check, ROOT)
-
+    return regen.main(argv, tool="gen_struct_vectors", doc=__doc__, output=OUTPUT, root=ROOT,
+                      make_text=lambda spec: render())
 
 if __name__ == "__main__":
     sys.exit(main())

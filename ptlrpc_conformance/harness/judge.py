@@ -21,9 +21,11 @@ class Judgement:
     message: str = ""
     notes: dict = field(default_factory=dict)   # extra facts for the report (errno class, ...)
 
-    @property
-    def passed(self) -> bool:
-        return self.status == PASS
+    @classmethod
+    def unexpected(cls, outcome: Outcome, context: str) -> "Judgement":
+        """An operation that should have succeeded did not: an error for harness trouble,
+        else a failure."""
+        return cls(ERROR if outcome.trouble else FAIL, f"{context}: {outcome.describe()}")
 
     def failing(self, vector: Vector, signature: str, highlight=None, actual: bytes | None = None) -> "Judgement":
         """Attach what a report needs of a failure: a short signature (what went wrong, for

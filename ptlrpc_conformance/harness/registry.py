@@ -94,10 +94,3 @@ def requirements() -> dict[str, Requirement]:
                                tuple(r.get("rules") or ()), tuple(r["cite"]),
                                None if profs == "all" else tuple(profs))
     return out
-
-
-def requirement(rid: str) -> Requirement:
-    try:
-        return requirements()[rid]
-    except KeyError:
-        raise RegistryError(f"unknown requirement id {rid!r}") from None

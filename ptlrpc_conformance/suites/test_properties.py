@@ -29,7 +29,13 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(strategy)
     def run(example):
-        j = check(example)
+        try:
+            j = check(example)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+            # an IUT result the check cannot read (missing member, bad hex, wrong type) is a
+            # failed case, never a broken run
+            j = judge.Judgement(judge.FAIL, f"the IUT's result could not be read ({type(e).__name__}: {e}); "
+                                            f"example: {str(example)[:300]}")
         if j.status in (judge.FAIL, judge.ERROR):
             failures.append(j)
             raise _Counterexample(j.message)
@@ -59,8 +65,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, conformance_seed, con
         direction, message = example
         enc = iut.call({"op": "encode", "message": message})
         if not enc.ok:
-            return judge.Judgement(judge.ERROR if enc.trouble else judge.FAIL,
-                                   f"encode of a representable message: {enc.describe()}\nmessage: {message}")
+            return judge.Judgement.unexpected(enc, f"encode of a representable message {message}")
         data = bytes.fromhex(enc.result["data"])
         dec = iut.call({"op": "decode", "data": data.hex(), "direction": direction})
         expect = {"byte_order": "little",
@@ -88,8 +93,7 @@ def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examp
         _, message = example
         enc = iut.call({"op": "encode", "message": message})
         if not enc.ok:
-            return judge.Judgement(judge.ERROR if enc.trouble else judge.FAIL,
-                                   f"encode of a representable message: {enc.describe()}")
+            return judge.Judgement.unexpected(enc, "encode of a representable message")
         got = len(enc.result["data"]) // 2
         lens = message["buflens"]
         want = -(-(32 + 4 * len(lens)) // 8) * 8 + sum(-(-n // 8) * 8 for n in lens)

@@ -114,7 +114,11 @@ def _valid_decode_case(name: str):
             b = iut.call({"op": "decode_struct", "type": name, "data": second.hex(), "byte_order": "little"})
             for o in (a, b):
                 if not o.ok:
-                    return judge.Judgement(judge.ERROR if o.trouble else judge.FAIL, f"decode_struct {name}: {o.describe()}")
+                    return judge.Judgement.unexpected(o, f"decode_struct {name}")
+            for o in (a, b):
+                if not isinstance(o.result, dict) or not isinstance(o.result.get("fields"), dict):
+                    return judge.Judgement(judge.FAIL, f"decode_struct {name}: the result is not "
+                                                       f"{{type, fields}}: {str(o.result)[:200]}")
             if "valid" not in a.result:
                 return judge.Judgement(judge.NOT_APPLICABLE, "the IUT reports no valid view")
             want = _expected_view(name, mask)
@@ -163,7 +167,7 @@ def _valid_encode_case(name: str, give_mask: bool):
                 fields[MASK_FIELD[name]] = mask
             out = iut.call({"op": "encode_struct", "type": name, "fields": fields})
             if not out.ok:
-                return judge.Judgement(judge.ERROR if out.trouble else judge.FAIL, f"encode_struct {name}: {out.describe()}")
+                return judge.Judgement.unexpected(out, f"encode_struct {name}")
             data = bytes.fromhex(out.result["data"])
             if len(data) != size:
                 return judge.Judgement(judge.FAIL, f"encode_struct {name}: {len(data)} bytes, expected {size}")
