@@ -8,10 +8,15 @@
   ptlrpc-conformance lint-vectors [PATH ...]
   ptlrpc-conformance requirements
   ptlrpc-conformance export --format json [--out FILE]
+  ptlrpc-conformance check-trace FILE [--json]      (JSON Lines or pcap)
+  ptlrpc-conformance bench [--seconds S] [--quick] [--iut SPEC ...] [--json FILE]
+  ptlrpc-conformance certification-doc DIR/report.json [--notes FILE] [--out FILE]
+  ptlrpc-conformance mutants [--jobs N] [--mutant ID ...] [--json FILE] [--markdown FILE]
 
 Exit status: 0 every applicable case passed; 1 a case failed (the IUT crashing, hanging
-or garbling mid-run included); 2 usage or input error; 3 the IUT could not start, or its
-hello was missing, invalid or not protocol 1.
+or garbling mid-run included), or the run was stopped early (--max-fail, --time-budget,
+Ctrl-C; the report is marked incomplete); 2 usage or input error; 3 the IUT could not
+start, or its hello was missing, invalid or not protocol 1.
 """
 from __future__ import annotations
 
@@ -23,7 +28,8 @@ import sys
 from importlib import resources
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
-SUBCOMMANDS = ("certify", "run", "list", "verify-report", "decode", "lint-vectors", "requirements", "export")
+SUBCOMMANDS = ("certify", "run", "list", "verify-report", "decode", "lint-vectors", "requirements", "export",
+               "check-trace", "bench", "certification-doc", "mutants")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -40,7 +46,7 @@ def _certify_parser() -> argparse.ArgumentParser:
                 description="Run the conformance suite against an implementation and write report.json.")
     p.add_argument("--iut", default="reference",
                    help="reference (default), python:package.module:factory, or exec:COMMAND")
-    p.add_argument("--iut-timeout", type=float, default=5.0, help="per-call timeout in seconds (exec:)")
+    p.add_argument("--iut-timeout", type=_positive_float, default=5.0, help="per-call timeout in seconds (exec:)")
     p.add_argument("--out", default="ptlrpc-conformance-report", help="directory for report.json (created)")
     p.add_argument("--profile", default=None, help="profile the verdicts follow (default lustre-2.17.57)")
     p.add_argument("--vectors", action="append", default=[], metavar="DIR", help="add your own vector files")
@@ -58,11 +64,37 @@ def _certify_parser() -> argparse.ArgumentParser:
     p.add_argument("--case", action="append", default=[], metavar="CASE-ID", help="only this case (exact id)")
     p.add_argument("--io-log", default=None, metavar="FILE", help="record the protocol lines exchanged in FILE")
     p.add_argument("--list", action="store_true", help="print the selected cases and their requirements; run nothing")
+    p.add_argument("--max-fail", type=_positive_int, default=None, metavar="N",
+                   help="stop after N cases failed or hit IUT trouble (known failures do not count); "
+                        "the report is marked incomplete, exit status 1")
+    p.add_argument("--time-budget", type=_positive_float, default=None, metavar="SECONDS",
+                   help="stop once SECONDS have passed (checked after each case); "
+                        "the report is marked incomplete, exit status 1")
     p.add_argument("-n", "--jobs", default=None, help="parallel workers (pytest-xdist), e.g. 2 or auto")
     p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
     p.add_argument("-q", "--quiet", action="store_true", help="less output")
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return p
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    return value
 
 
 def _iut_preflight(spec: str, timeout: float):
@@ -155,6 +187,10 @@ def _certify(args) -> int:
         pargs += ["--conformance-seed", str(args.seed)]
     if args.examples is not None:
         pargs += ["--conformance-examples", str(args.examples)]
+    if args.max_fail is not None:
+        pargs += ["--conformance-max-fail", str(args.max_fail)]
+    if args.time_budget is not None:
+        pargs += ["--conformance-time-budget", repr(args.time_budget)]
     if args.jobs:
         pargs += ["-n", str(args.jobs)]
     if args.keyword:
@@ -169,6 +205,10 @@ def _certify(args) -> int:
         _write_html(report_path)
         print(f"ptlrpc-conformance: report written to {report_path} (and report.html, junit.xml"
               + (", reproducers/" if (out / "reproducers").is_dir() else "") + ")")
+        reason = _incomplete_reason(report_path)
+        if reason:
+            print(f"ptlrpc-conformance: the run stopped early ({reason}); the report is marked incomplete",
+                  file=sys.stderr)
     if rc == 0:
         return EXIT_OK
     if rc in (4, 5):          # usage error, or nothing selected
@@ -176,6 +216,16 @@ def _certify(args) -> int:
             print("ptlrpc-conformance: no case was selected", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_FAIL
+
+
+def _incomplete_reason(report_path: pathlib.Path) -> str | None:
+    try:
+        report = json.loads(report_path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or not report.get("incomplete"):
+        return None
+    return str(report.get("incomplete_reason") or "interrupted")
 
 
 def _write_html(report_path: pathlib.Path) -> None:
@@ -274,7 +324,7 @@ def cmd_decode(argv: list[str]) -> int:
     p.add_argument("hex", help="the message as hex; '-' reads stdin, '@FILE' reads a file")
     p.add_argument("--direction", choices=("request", "reply"), default="request")
     p.add_argument("--iut", default="reference")
-    p.add_argument("--iut-timeout", type=float, default=5.0)
+    p.add_argument("--iut-timeout", type=_positive_float, default=5.0)
     args = p.parse_args(argv)
     from .harness import hexdump
     try:
@@ -306,16 +356,22 @@ def cmd_lint_vectors(argv: list[str]) -> int:
                 description="Check vector files; every problem is reported with file, vector id and field.")
     p.add_argument("paths", nargs="*", help="vector files or directories (default: the bundled vectors)")
     args = p.parse_args(argv)
+    from .harness import scenario
     from .harness.vectors import VectorError, bundled_files, load_file, user_files
     problems: list[str] = []
-    count = 0
+    count = scenarios = 0
     try:
         if args.paths:
-            for path in user_files(args.paths):
-                count += len(load_file(path, None, problems))
+            files = [(str(path), None, path) for path in user_files(args.paths)]
         else:
-            for name, text in bundled_files():
-                count += len(load_file(name, text, problems))
+            files = [(name, text, name) for name, text in bundled_files()]
+        for name, text, path in files:
+            count += len(load_file(path, text, problems))
+            try:
+                body = text if text is not None else pathlib.Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue              # load_file has reported it
+            scenarios += len(scenario.load_text(name, body, problems, yaml_problems=False))
     except VectorError as e:
         problems += e.problems
     if problems:
@@ -323,7 +379,7 @@ def cmd_lint_vectors(argv: list[str]) -> int:
             print(line)
         print(f"lint-vectors: {len(problems)} problem(s)", file=sys.stderr)
         return EXIT_USAGE
-    print(f"lint-vectors: {count} vectors, no problems")
+    print(f"lint-vectors: {count} vectors, {scenarios} scenarios, no problems")
     return EXIT_OK
 
 
@@ -332,10 +388,14 @@ def exercised() -> dict[str, set[str]]:
     property and protocol cases), without running anything."""
     import inspect
 
+    from .harness import scenario
     from .harness.derive import derive
     from .harness.vectors import load_all
-    from .suites import test_properties, test_protocol, test_structs
+    from .suites import test_properties, test_protocol, test_recovery, test_structs, test_target
     out: dict[str, set[str]] = {}
+    for s in scenario.load_all():
+        for r in s.requirements:
+            out.setdefault(r, set()).add(f"{s.id}.exchange")
     vectors = load_all()
     for v in vectors:
         for r in v.requirements:
@@ -347,7 +407,7 @@ def exercised() -> dict[str, set[str]]:
             out.setdefault(r, set()).add(c.id)
     for case in test_protocol.ENCODE_REFUSALS:
         out.setdefault("ENC-REJECT-1", set()).add(case)
-    for module in (test_properties, test_protocol, test_structs):
+    for module in (test_properties, test_protocol, test_structs, test_target, test_recovery):
         for _, fn in inspect.getmembers(module, inspect.isfunction):
             for mark in getattr(fn, "pytestmark", []):
                 if mark.name == "conformance":
@@ -430,6 +490,52 @@ def cmd_export(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def cmd_check_trace(argv: list[str]) -> int:
+    """Check the target invariants over a recorded exchange; one line per violation."""
+    p = _Parser(prog="ptlrpc-conformance check-trace",
+                description="Check a recorded exchange with a target (JSON Lines records "
+                            "{client, xid, request, reply}, or a pcap of LNet over TCP) against the "
+                            "target invariants of docs/target-rules.md.")
+    p.add_argument("file")
+    p.add_argument("--json", action="store_true", help="print violations as JSON Lines")
+    args = p.parse_args(argv)
+    from .harness import trace
+    try:
+        records = trace.read(args.file)
+    except trace.TraceError as e:
+        print(f"ptlrpc-conformance: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    violations = trace.check(records)
+    exchanges = sum(1 for r in records if "event" not in r)
+    for v in violations:
+        if args.json:
+            print(json.dumps({"record": v.record, "client": v.client, "xid": v.xid, "rule": v.rule,
+                              "message": v.message}))
+        else:
+            print(f"{args.file}:{v.record}: {v.rule}: client {v.client} xid {v.xid}: {v.message}")
+    if not args.json:
+        print(f"{exchanges} exchanges, {len(violations)} violations", file=sys.stderr)
+    return EXIT_FAIL if violations else EXIT_OK
+
+
+def cmd_bench(argv: list[str]) -> int:
+    """Throughput of the harness and of IUTs on this machine (harness/bench.py)."""
+    from .harness import bench
+    return bench.main(argv)
+
+
+def cmd_mutants(argv: list[str]) -> int:
+    """The suite against every mutant of the reference, with the mutation score (harness/mutation.py)."""
+    from .harness import mutation
+    return mutation.main(argv)
+
+
+def cmd_certification_doc(argv: list[str]) -> int:
+    """A Markdown certification document from a report.json (harness/certdoc.py)."""
+    from .harness import certdoc
+    return certdoc.main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help"):
@@ -448,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     handler = {"certify": cmd_certify, "run": cmd_run, "list": cmd_list, "verify-report": cmd_verify_report,
                "decode": cmd_decode, "lint-vectors": cmd_lint_vectors,
-               "requirements": cmd_requirements, "export": cmd_export}[command]
+               "requirements": cmd_requirements, "export": cmd_export, "check-trace": cmd_check_trace,
+               "bench": cmd_bench, "certification-doc": cmd_certification_doc, "mutants": cmd_mutants}[command]
     try:
         return handler(argv)
     except KeyboardInterrupt:

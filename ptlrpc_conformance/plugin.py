@@ -19,6 +19,7 @@ IUT_START_FAILURE = pytest.StashKey[str]()
 HELLO = pytest.StashKey[dict]()
 COLLECTOR = pytest.StashKey[object]()
 SMOKE = pytest.StashKey[list]()
+STOP_REASON = pytest.StashKey[str]()
 DEFAULT_SEED = 20261122
 
 
@@ -58,6 +59,12 @@ def pytest_addoption(parser):
                 help="print the selected cases with their requirements instead of running them")
     g.addoption("--iut-io-log", default=None, metavar="FILE",
                 help="record every protocol line exchanged with the IUT in FILE")
+    g.addoption("--conformance-max-fail", type=int, default=None, metavar="N",
+                help="stop the run after N cases failed or hit IUT trouble (crash, hang, garbage); "
+                     "failures the --known-failures file lists do not count. The report is marked incomplete")
+    g.addoption("--conformance-time-budget", type=float, default=None, metavar="SECONDS",
+                help="stop the run once SECONDS have passed (checked after each case). "
+                     "The report is marked incomplete")
 
 
 def pytest_configure(config):
@@ -73,6 +80,132 @@ def pytest_configure(config):
         collector = Collector(config)
         config.stash[COLLECTOR] = collector
         config.pluginmanager.register(collector, "ptlrpc_conformance.report")
+    timeout = config.getoption("iut_timeout")
+    if not 0 < timeout < float("inf"):
+        raise pytest.UsageError(f"--iut-timeout {timeout:g}: must be a positive, finite number of seconds")
+    max_fail, budget = config.getoption("conformance_max_fail"), config.getoption("conformance_time_budget")
+    if max_fail is not None and max_fail < 1:
+        raise pytest.UsageError(f"--conformance-max-fail {max_fail}: must be at least 1")
+    if budget is not None and not budget > 0:
+        raise pytest.UsageError(f"--conformance-time-budget {budget:g}: must be a positive number of seconds")
+    if max_fail is not None or budget is not None:
+        config.pluginmanager.register(RunLimits(config, max_fail, budget), "ptlrpc_conformance.limits")
+
+
+class RunLimits:
+    """--conformance-max-fail and --conformance-time-budget: stop a hopeless run cleanly.
+
+    Checked after each case, so the case running when a limit is reached is finished (each
+    IUT call is still bounded by --iut-timeout).  Stopping sets `session.shouldstop`: pytest
+    then ends the session as interrupted (exit status 2), and report.json is written, marked
+    incomplete with the reason.  With xdist, failing cases are counted on the controller
+    (every worker's verdicts meet there), which tells the workers to stop through a file
+    they check after each case; each worker also checks the time budget against the
+    controller's deadline.  So workers stop after their current case instead of finishing
+    the cases already handed to them."""
+
+    def __init__(self, config, max_fail: int | None, budget: float | None):
+        self.config = config
+        self.max_fail = max_fail
+        self.budget = budget
+        workerinput = getattr(config, "workerinput", None)
+        self.stop_file = None               # xdist: the controller writes the reason to stop here
+        if workerinput is not None and "conformance_started" in workerinput:
+            self.started, self.deadline = workerinput["conformance_started"], workerinput["conformance_deadline"]
+            self.stop_file = workerinput["conformance_stop_file"]
+        else:
+            self.started = time.time()
+            self.deadline = self.started + budget if budget is not None else None
+        self.is_worker = workerinput is not None
+        self.failing: set[str] = set()
+        self.session = None
+        self.known = self._known_failures()
+
+    def _known_failures(self) -> list:
+        path = self.config.getoption("known_failures")
+        if not path or self.max_fail is None:
+            return []
+        from .harness import gate
+        try:
+            return gate.load(path)
+        except gate.GateError:      # reported by the gate at the end; count every failure meanwhile
+            return []
+
+    def pytest_sessionstart(self, session):
+        self.session = session
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """xdist controller: every worker stops at the same deadline, and when told to."""
+        if self.stop_file is None:
+            import tempfile
+            self.stop_file = os.path.join(tempfile.mkdtemp(prefix="ptlrpc-conformance-"), "stop")
+        node.workerinput["conformance_started"] = self.started
+        node.workerinput["conformance_deadline"] = self.deadline
+        node.workerinput["conformance_stop_file"] = self.stop_file
+
+    def pytest_unconfigure(self, config):
+        if self.stop_file and not self.is_worker:
+            import shutil
+            shutil.rmtree(os.path.dirname(self.stop_file), ignore_errors=True)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report):
+        props = dict(getattr(report, "user_properties", ()))   # read before the report collector empties them
+        result = yield
+        case = props.get("case_id")
+        collector = self.config.stash.get(COLLECTOR, None)
+        if self.max_fail is not None and case and collector is not None and case not in self.failing:
+            entry = collector.cases.get(case) or {}
+            if entry.get("verdict") in ("fail", "error") and not self._known(case, entry.get("requirements", [])):
+                self.failing.add(case)
+                if len(self.failing) >= self.max_fail:
+                    self.stop(f"max-fail reached: {len(self.failing)} case(s) failed or hit IUT trouble "
+                              f"(limit {self.max_fail})")
+        if self.deadline is not None and time.time() >= self.deadline:
+            self.stop(f"time budget of {self.budget:g} s exhausted after {time.time() - self.started:.1f} s")
+        if self.is_worker and self.stop_file and report.when == "teardown" and os.path.exists(self.stop_file):
+            try:
+                with open(self.stop_file, encoding="utf-8") as f:
+                    reason = f.read()
+            except OSError:
+                reason = ""
+            self.stop(reason or "stopped by the controller")
+        return result
+
+    def _known(self, case: str, requirements: list) -> bool:
+        from .harness import gate
+        return any(gate.matches(e.id, case, requirements) for e in self.known)
+
+    def stop(self, reason: str) -> None:
+        session = self.session
+        if session is None or session.shouldstop:
+            return
+        session.shouldstop = reason
+        self.config.stash[STOP_REASON] = reason
+        dsession = self.config.pluginmanager.getplugin("dsession")     # xdist's controller loop
+        if dsession is not None and not getattr(dsession, "shouldstop", False):
+            dsession.shouldstop = reason
+        if self.stop_file and not self.is_worker:
+            try:
+                with open(self.stop_file + ".tmp", "w", encoding="utf-8") as f:
+                    f.write(reason)
+                os.replace(self.stop_file + ".tmp", self.stop_file)
+            except OSError:
+                pass
+
+
+def stop_reason(session, exitstatus) -> str | None:
+    """Why a run ended early: a limit, xdist's reason, or an interruption (Ctrl-C)."""
+    config = session.config
+    reason = config.stash.get(STOP_REASON, None)
+    dsession = config.pluginmanager.getplugin("dsession")
+    for candidate in (reason, session.shouldstop, session.shouldfail, getattr(dsession, "shouldstop", None)):
+        if candidate and isinstance(candidate, str):
+            return candidate
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    return None
 
 
 def pytest_sessionstart(session):

@@ -173,3 +173,72 @@ class Garbles:
 
 def garbles():
     return Garbles()
+
+
+# ---- broken targets (docs/target-rules.md): one TargetConfig setting each ----------------------
+from ptlrpc_conformance.reference import TargetConfig  # noqa: E402
+
+BASE_TARGET = TargetConfig()
+
+
+def _target(what: str, **changes):
+    return lambda: make_testee(target_config=BASE_TARGET.but(**changes), name=f"broken: {what}")
+
+
+TARGET_FAMILIES = {
+    # name: (factory, what it gets wrong, requirement ids it violates)
+    "target_transno_reused": (_target("a transno issued twice", transno_reuse=True),
+                              "the transno counter is not incremented", ["TGT-TRANSNO-1"]),
+    "target_transno_on_getattr": (_target("transno on GETATTR", extra_transno_opcodes=frozenset({"OST_GETATTR"})),
+                                  "a successful OST_GETATTR gets a transno", ["TGT-TRANSNO-2"]),
+    "target_transno_on_failure": (_target("transno on failed transactions", transno_on_failure=True),
+                                  "a failed OST_SETATTR (-ENOENT, -EPERM) gets a transno", ["TGT-TRANSNO-2"]),
+    "target_last_committed_backwards": (_target("last_committed goes back", last_committed_backwards=True),
+                                        "every other reply reports an older last_committed", ["TGT-TRANSNO-3"]),
+    "target_last_committed_ahead": (_target("last_committed ahead", last_committed_ahead=True),
+                                    "last_committed is above the highest transno issued", ["TGT-TRANSNO-3"]),
+    "target_handler_error_as_err": (_target("handler errors as ERR", handler_errors_as_err=True),
+                                    "a handler's failure (-ENOENT, -EEXIST, -EPERM) is sent as ERR",
+                                    ["TGT-ERR-2", "TGT-ERR-3"]),
+    "target_early_rejection_as_reply": (_target("early rejections as REPLY", early_rejections_as_reply=True),
+                                        "rows 5-15 (-ENOTCONN, -EPROTO, ...) are sent as REPLY", ["TGT-ERR-1"]),
+    "target_replies_to_undecodable": (_target("replies to undecodable requests", reply_to_undecodable=True),
+                                      "an undecodable request gets ERR instead of being dropped", ["TGT-DROP-1"]),
+    "target_err_status_positive": (_target("positive ERR status", err_status_positive=True),
+                                   "ERR replies carry a positive status", ["TGT-ERR-1", "TGT-ERR-3"]),
+    "target_handle_in_replies": (_target("pb_handle in every reply", handle_in_replies=True),
+                                 "non-connect replies carry the export cookie in pb_handle", ["TGT-CONN-1"]),
+    "target_no_reconnect_flag": (_target("no RECONNECT flag", reconnect_flag=False),
+                                 "a reconnect reply lacks MSG_CONNECT_RECONNECT", ["TGT-CONN-1"]),
+    "target_no_ealready": (_target("no -EALREADY", check_ealready=False),
+                           "a reconnect with the stored count or another client handle is accepted",
+                           ["TGT-CONN-2"]),
+    "target_unknown_handle_served": (_target("unknown handles served", check_handle=False),
+                                     "a request naming no export is served instead of -ENOTCONN", ["TGT-CONN-2"]),
+    "target_stale_conn_cnt_served": (_target("stale conn_cnt served", check_conn_cnt=False),
+                                     "a request with a pb_conn_cnt below the export's is served",
+                                     ["TGT-DROP-1", "TGT-CONN-2"]),
+    "target_resend_executed_twice": (_target("no saved replies", save_replies=False),
+                                     "a resent request is executed again (no reply reconstruction)",
+                                     ["TGT-RESEND-1", "TGT-TRANSNO-1"]),
+    "target_setattr_ignores_valid": (_target("SETATTR ignores o_valid", setattr_ignores_valid=True),
+                                     "OST_SETATTR applies every attribute field whatever o_valid says", ["TGT-OBJ-1"]),
+    "target_punch_without_size_blocks": (_target("PUNCH without FLSIZE|FLBLOCKS", punch_requires_size_blocks=False),
+                                         "OST_PUNCH without both FLSIZE and FLBLOCKS is served", ["TGT-ERR-2"]),
+    "target_replay_outside_recovery": (_target("replays outside recovery", replay_outside_recovery=True),
+                                       "a replay outside recovery is executed (no -ENODEV, no eviction)",
+                                       ["RCV-OUTSIDE-1", "TGT-ERR-1"]),
+    "target_replay_new_transno": (_target("replays get new transnos", replay_new_transno=True),
+                                  "a replay is answered with a new transno instead of its own", ["RCV-REPLAY-1"]),
+    "target_replays_in_arrival_order": (_target("replays in arrival order", replay_in_transno_order=False),
+                                        "replays run as they arrive, not in transno order", ["RCV-ORDER-1"]),
+    "target_no_epoch_jump": (_target("no epoch jump", epoch_jump=False),
+                             "transnos after recovery stay in the old epoch", ["RCV-EPOCH-1"]),
+    "target_restart_keeps_uncommitted": (_target("uncommitted changes survive", restart_keeps_uncommitted=True),
+                                         "uncommitted changes survive a restart", ["RCV-STATE-1"]),
+    "target_restart_loses_committed": (_target("committed changes lost", restart_loses_committed=True),
+                                       "a restart loses committed changes too", ["RCV-STATE-1"]),
+}
+
+for _name, (_factory, _what, _ids) in TARGET_FAMILIES.items():
+    globals()[_name] = _factory

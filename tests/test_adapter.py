@@ -1,4 +1,5 @@
 """The adapter interface: batches, pipelining, restarts, capability gating."""
+import json
 import sys
 
 import pytest
@@ -78,3 +79,37 @@ def test_loader_errors():
         load_adapter("python:os:path")        # not callable...
     with pytest.raises(UsageError, match="no handle"):
         load_adapter("python:builtins:object")
+
+
+def test_a_timeout_beyond_what_poll_takes_still_works():
+    """poll(2) takes at most ~24 days: an infinite or huge timeout is waited in slices."""
+    for timeout in (float("inf"), 1e12):
+        with ExecAdapter(HOSTILE + ["ok"], timeout=timeout) as adapter:
+            assert adapter.call(decode_req("framing.magic.v2-native")).ok
+
+
+def test_io_log_records_a_request_once_written_and_never_twice(tmp_path):
+    """Window 4, the testee crashes on the second request: only the 4 requests written
+    before the crash are logged then; the 8 re-sent to the restarted testee after it.  Every
+    answer comes after its request."""
+    log = tmp_path / "io.log"
+    batch = [decode_req("framing.magic.v2-native"), decode_req("framing.magic.zero")] + \
+        [decode_req("framing.bufcount.zero")] * 8
+    adapter = ExecAdapter(HOSTILE + ["crash"], timeout=5, window=4)
+    adapter.io_log = open(log, "w", encoding="utf-8")
+    with adapter:
+        outcomes = adapter.call_many(batch)
+    adapter.io_log.close()
+    assert [o.kind for o in outcomes] == ["ok", "crash"] + ["error"] * 8
+    lines = log.read_text().splitlines()
+    sent = [json.loads(x[2:]) for x in lines if x.startswith("> ")]
+    decodes = [r for r in sent if r["op"] == "decode"]
+    assert len(decodes) == 4 + 8
+    crash = next(i for i, x in enumerate(lines) if x.startswith("! crash"))
+    assert sum(1 for x in lines[:crash] if x.startswith("> ") and '"decode"' in x) == 4
+    seen = set()
+    for x in lines:
+        if x.startswith("> "):
+            seen.add(json.loads(x[2:])["id"])
+        elif x.startswith("< "):
+            assert json.loads(x[2:])["id"] in seen, x

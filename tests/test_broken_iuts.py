@@ -40,9 +40,11 @@ def test_missing_capability_is_not_applicable_and_never_fails(run_cli):
     run = run_cli("--iut", "python:iuts:decode_only")
     assert run.rc == 0, run.stdout + run.stderr
     verdicts = run.verdicts()
-    # decode only: every encode case and every structure case (capability structs) is not applicable
+    # decode only: every encode case and every structure case (capability structs) is not applicable,
+    # decode only: also every target and recovery case (capabilities target, restart)
     needs_more = {c for c in verdicts if c.endswith(".encode") or ".encode-" in c or c.startswith("protocol.encode.")
-                  or c.startswith("structs.") and not c.startswith("structs.message.")}
+                  or c.startswith("structs.") and not c.startswith("structs.message.")
+                  or c.startswith(("target.", "recovery."))}
     not_applicable = {c for c, v in verdicts.items() if v == "not-applicable"}
     assert needs_more and not_applicable == needs_more
     assert run.report["summary"]["fail"] == 0

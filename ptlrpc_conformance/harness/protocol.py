@@ -30,6 +30,7 @@ CAPABILITY_OF_OP = {
     "decode_struct": "structs",
     "encode_struct": "structs",
     "restart": "restart",
+    "end_recovery": "restart",
 }
 KNOWN_CAPABILITIES = frozenset(CAPABILITY_OF_OP.values())
 ERRNO_NAME = re.compile(r"^E[A-Z0-9]{1,31}$")

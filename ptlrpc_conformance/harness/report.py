@@ -114,7 +114,7 @@ class Collector:
     # building --------------------------------------------------------------------------
     def build(self, session, exitstatus: int) -> dict:
         from . import registry
-        from ..plugin import HELLO, IUT_START_FAILURE, SMOKE
+        from ..plugin import HELLO, IUT_START_FAILURE, SMOKE, stop_reason
         config = self.config
         profile = config.getoption("conformance_profile") or registry.default_profile()
         cases = sorted(self.cases.values(), key=lambda c: c["id"])
@@ -141,6 +141,7 @@ class Collector:
         return {
             "format": FORMAT,
             "incomplete": bool(incomplete),
+            "incomplete_reason": stop_reason(session, exitstatus) if incomplete else None,
             "level": level(reqs, bool(incomplete)),
             "sha256": fingerprints(config.getoption("conformance_vectors") or ()),
             "reproduce": _reproduce_argv(config),
@@ -213,20 +214,31 @@ def fingerprints(user_vectors) -> dict:
     return out
 
 
+SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)   # libyaml's, much faster, when built
+
+
 def write_reproducers(report: dict, directory: pathlib.Path) -> list[str]:
     """Each failing case with a reproducer, as a vector file `--vectors DIR` reads back."""
     written = []
     for c in report["cases"]:
         rep = (c.get("notes") or {}).get("reproducer")
-        if c["verdict"] not in ("fail", "error") or not rep:
+        scenario = (c.get("notes") or {}).get("scenario")
+        if c["verdict"] not in ("fail", "error") or not (rep or scenario):
             continue
         directory.mkdir(parents=True, exist_ok=True)
+        if scenario:           # a target case: the shrunk exchanges, as a scenario vector
+            doc = {"format": "ptlrpc-conformance-scenarios/1",
+                   "scenarios": [dict(scenario, id=f"repro.{c['id']}".replace("..", "."))]}
+            path = directory / f"{c['id']}.yaml"
+            path.write_text(yaml.dump(doc, Dumper=SAFE_DUMPER, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+            written.append(str(path))
+            continue
         vector = dict(rep, id=f"repro.{c['id']}".replace("..", "."))
         vector["title"] = f"reproducer of {c['id']}: {rep.get('title', '')}"[:200]
         vector["note"] = f"written by ptlrpc-conformance for a failure ({(c.get('notes') or {}).get('signature', '')})"
         doc = {"format": "ptlrpc-conformance-vectors/1", "area": "repro", "vectors": [vector]}
         path = directory / f"{c['id']}.yaml"
-        path.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
+        path.write_text(yaml.dump(doc, Dumper=SAFE_DUMPER, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")
         written.append(str(path))
     return written
 

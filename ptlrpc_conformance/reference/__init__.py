@@ -5,6 +5,7 @@ It is reached by the suites only through the adapter interface, like any other I
 `--iut python:ptlrpc_conformance.reference:make_testee` load.
 """
 from .codec import Codec, CodecConfig, CodecError
+from .target import Target, TargetConfig
 from .testee import ReferenceTestee
 
 
@@ -12,4 +13,4 @@ def make_testee(config: CodecConfig | None = None, **kw) -> ReferenceTestee:
     return ReferenceTestee(config, **kw)
 
 
-__all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "make_testee"]
+__all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "Target", "TargetConfig", "make_testee"]

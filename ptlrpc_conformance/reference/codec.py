@@ -10,7 +10,6 @@ errno class.  Encoding is canonical: little-endian, zero padding, no trailing by
 """
 from __future__ import annotations
 
-import struct
 import zlib
 from dataclasses import dataclass, field, replace
 from typing import Callable
@@ -96,8 +95,9 @@ def check_buflens(st: DecodeState) -> None:
     base = st.config.header_layout.field("lm_buflens").offset
     align = st.config.alignment
     st.buflens = []
+    order = LITTLE if "lm_buflens" in st.config.unswabbed else st.order
     for i in range(st.bufcount):
-        n = st.u32(base + 4 * i)
+        n = st.u32(base + 4 * i, order)
         rounded = round_up(n, align) if st.config.round_buflens else n
         if rounded > 0xFFFFFFFF:
             if st.config.reject_wrapped_buflen:
@@ -121,8 +121,11 @@ def check_total(st: DecodeState) -> None:
     for n in st.buflens:
         st.offsets.append(offset)
         offset += _rounded(st, n)
-    if offset > len(st.data):
-        st.reject("EINVAL", f"header and buffers need {offset} bytes, message has {len(st.data)}")
+    need = offset
+    if st.buflens and st.config.total_covers == "unpadded":
+        need = st.offsets[-1] + st.buflens[-1]
+    if need > len(st.data) and st.config.total_covers != "nothing":
+        st.reject("EINVAL", f"header and buffers need {need} bytes, message has {len(st.data)}")
     if offset > st.config.max_buflen:
         st.reject("EINVAL", f"message needs {offset} bytes, more than PTLRPC_MAX_BUFLEN {st.config.max_buflen}")
 
@@ -159,8 +162,10 @@ def unpack_body(st: DecodeState) -> None:
             continue
         if f.name == "pb_jobid":
             raw = buf[f.offset:f.end]
-            text = raw.split(b"\0", 1)[0][: f.size - 1]
-            st.body[f.name] = text.decode("latin-1")
+            if f.name not in st.config.unswabbed and st.order == BIG:     # (a bug) swabbed as __u64 words
+                raw = b"".join(raw[i:i + 8][::-1] for i in range(0, len(raw), 8))
+            text = raw.split(b"\0", 1)[0][: st.config.jobid_chars]
+            st.body[f.name] = text.decode(st.config.jobid_encoding)
             continue
         order = LITTLE if f.name in st.config.unswabbed else st.order
         if f.count:
@@ -176,7 +181,7 @@ def unpack_body(st: DecodeState) -> None:
 def check_version(st: DecodeState) -> None:
     """BODY-3: the low 16 bits of pb_version must be PTLRPC_MSG_VERSION."""
     version = st.body["pb_version"]
-    if version & 0xFFFF != st.config.msg_version:
+    if version & st.config.version_mask != st.config.msg_version:
         st.reject("EINVAL", f"pb_version {version:#010x}: low 16 bits are not PTLRPC_MSG_VERSION {st.config.msg_version}")
 
 
@@ -213,10 +218,18 @@ class CodecConfig:
     reply_types: frozenset = frozenset({spec.constant("PTL_RPC_MSG_REPLY"), spec.constant("PTL_RPC_MSG_ERR")})
     header_layout: spec.Layout = spec.layout("lustre_msg_v2")
     body_layout: spec.Layout = spec.layout("ptlrpc_body_v3")
+    # fields read in the receiver's byte order whatever the sender's; besides header and body
+    # field names, "lm_buflens" (the array) and leaving out "pb_jobid" (swabbed as __u64 words)
+    # are honoured, for broken variants
     unswabbed: frozenset = frozenset(spec.facts()["unswabbed"]["lustre_msg_v2"]
                                      + spec.facts()["unswabbed"]["ptlrpc_body_v3"])
     signed: frozenset = frozenset(spec.facts()["signed"]["ptlrpc_body_v3"])
+    version_mask: int = 0xFFFF           # the pb_version bits checked against msg_version
+    jobid_chars: int = spec.constant("LUSTRE_JOBID_SIZE") - 1   # an unterminated pb_jobid reads this many
+    jobid_encoding: str = "latin-1"      # one character per byte (ISO-8859-1)
     reject_wrapped_buflen: bool = True
+    total_covers: str = "padded"         # decode: what must be in the message: "padded" every buffer rounded up
+    #                                      (Lustre); bugs: "unpadded" (the last pad may be missing), "nothing"
     round_buflens: bool = True
     pad_header: bool = True             # decode and encode: round the header up to `alignment`
     pad_buffers: bool = True            # encode: pad each buffer up to `alignment`

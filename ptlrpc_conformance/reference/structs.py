@@ -29,6 +29,8 @@ class StructConfig:
     auto_valid: bool = True           # encode: an omitted o_valid/mbo_valid is computed from the fields given
     auto_valid_all: bool = False      # encode: set every known bit instead (a classic bug)
     drop_unknown_valid_bits: bool = False  # decode and encode: keep only the bits the table knows (a bug)
+    check_size: bool = True           # False: a short structure is decoded as if zero-filled (a bug)
+    message_formats: dict = field(default_factory=lambda: spec.facts()["message_formats"])  # buffers per opcode
 
     def but(self, **changes) -> "StructConfig":
         return replace(self, **changes)
@@ -70,7 +72,9 @@ class StructCodec:
         if byte_order not in ("little", "big"):
             raise CodecError("EINVAL", f"byte_order must be little or big, not {byte_order!r}")
         if len(data) < size:
-            raise CodecError("EINVAL", f"{name} needs {size} bytes, got {len(data)}")
+            if self.config.check_size:
+                raise CodecError("EINVAL", f"{name} needs {size} bytes, got {len(data)}")
+            data = bytes(data) + bytes(size - len(data))
         buf = bytearray(data)
         if byte_order == "big":
             self._swab(name, buf, 0, len(buf))

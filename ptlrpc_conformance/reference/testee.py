@@ -11,9 +11,9 @@ import json
 import sys
 
 from .. import __version__
-from .. import spec
 from .codec import Codec, CodecConfig, CodecError
 from .structs import StructCodec, StructConfig
+from .target import Target, TargetConfig
 
 PROTOCOL_VERSION = 1
 
@@ -24,13 +24,17 @@ class ReferenceTestee:
     name = "ptlrpc-conformance reference"
 
     def __init__(self, config: CodecConfig | None = None, name: str | None = None,
-                 capabilities: tuple[str, ...] = ("decode", "encode", "structs"),
-                 struct_config: StructConfig | None = None):
+                 capabilities: tuple[str, ...] = ("decode", "encode", "structs", "target", "restart"),
+                 struct_config: StructConfig | None = None, target_config: TargetConfig | None = None,
+                 unknown_op_error: str = "EOPNOTSUPP"):
         self.codec = Codec(config)
         self.structs = StructCodec(struct_config)
+        self.target_config = target_config or TargetConfig()
+        self._target: Target | None = None
         if name:
             self.name = name
         self.capabilities = list(capabilities)
+        self.unknown_op_error = unknown_op_error      # what an unknown operation is answered with
 
     def hello(self) -> dict:
         return {"name": self.name, "version": __version__, "capabilities": list(self.capabilities),
@@ -54,10 +58,36 @@ class ReferenceTestee:
             if op == "encode_struct" and "structs" in self.capabilities:
                 fields = request.get("fields")
                 return {"ok": True, "result": {"data": self.structs.encode(request.get("type"), fields).hex()}}
+            if op in ("exchange", "reset") and "target" in self.capabilities:
+                return {"ok": True, "result": self.target_op(op, request)}
+            if op in ("restart", "end_recovery") and "restart" in self.capabilities:
+                return {"ok": True, "result": self.target_op(op, request)}
         except CodecError as e:
             return {"ok": False, "error": e.errno, "detail": e.detail}
-        return {"ok": False, "error": "EOPNOTSUPP", "detail": f"operation {op!r} is not supported"}
+        return {"ok": False, "error": self.unknown_op_error, "detail": f"operation {op!r} is not supported"}
 
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            self._target = Target(self.target_config)
+        return self._target
+
+    def target_op(self, op: str, request: dict) -> dict:
+        """exchange, reset, restart, end_recovery (docs/target-rules.md)."""
+        if op == "exchange":
+            data = _hex_arg(request, "data")
+            xid, client = request.get("xid"), request.get("client")
+            if isinstance(xid, bool) or not isinstance(xid, int) or not 0 <= xid < 1 << 64:
+                raise CodecError("EINVAL", "request field 'xid' must be an integer from 0 to 2^64-1")
+            if not isinstance(client, str):
+                raise CodecError("EINVAL", "request field 'client' must be a string")
+            return self.target.exchange(data, xid, client)
+        if op == "reset":
+            self._target = Target(self.target_config)
+            return {}
+        if op == "restart":
+            return {"last_committed": self.target.restart()}
+        return {"replies": self.target.end_recovery()}
 
     def decode_message(self, data: bytes, direction: str) -> dict:
         """A MESSAGE; with `structs`, the buffers the request format defines are decoded too."""
@@ -65,7 +95,7 @@ class ReferenceTestee:
         if "structs" not in self.capabilities:
             return message
         opc = message["body"]["pb_opc"]
-        for fmt in spec.facts()["message_formats"].values():
+        for fmt in self.structs.config.message_formats.values():
             if fmt["opcode"] != opc:
                 continue
             decoded = {}

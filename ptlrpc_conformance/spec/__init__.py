@@ -82,3 +82,10 @@ def errno_name(value: int) -> str | None:
         if row["wire"] == value:
             return name
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def target() -> dict:
+    """The target facts (target.yaml): the OST opcode table and the reply-type statuses."""
+    import yaml
+    return yaml.safe_load(resources.files(__name__).joinpath("target.yaml").read_text(encoding="utf-8"))

@@ -1,10 +1,18 @@
 """A testee that serves like the reference but misbehaves on one input.
 
-usage: hostile.py MODE
+usage: hostile.py MODE [N]
   crash     exit(7) when asked to decode a message whose lm_magic is 0
   hang      stop answering (sleep) on that message
   garbage   write a line that is not JSON for that message
   wrongid   answer that message with the wrong id
+  bigline   answer that message with a 10 MiB line that is not JSON (an unterminated object)
+  toolong   answer that message with a 20 MiB line, longer than the harness accepts
+  exitafter N  exit (status 0) right after writing N answers, the hello included,
+            whatever is still unread on stdin: in a pipelined batch, mid-batch
+  deep      answer that message with a result nested 100,000 arrays deep (JSON too deep to read)
+  nested    answer that message with a result nested 200 arrays deep (readable, too deep to judge)
+  othercaps DIR  exit(7) on that message like crash; every start after the first (a file in
+            DIR says which) declares other capabilities; each start appends its pid to DIR/pids
   stderr    write 1 MiB to stderr before every answer (must never block the harness)
   nohello   answer hello with protocol 2
   silent    exit at once without reading anything
@@ -12,12 +20,15 @@ usage: hostile.py MODE
   ok        behave
 """
 import json
+import os
 import sys
 import time
 
 from ptlrpc_conformance.reference import make_testee
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+EXIT_AFTER = int(sys.argv[2]) if MODE == "exitafter" else None
+STATE = sys.argv[2] if MODE == "othercaps" else None
 TRIGGER_MAGIC = "00000000"   # lm_magic bytes of the framing.magic.zero vector
 
 
@@ -26,6 +37,13 @@ def main():
         return 0
     testee = make_testee()
     out = sys.stdout
+    restarted = False
+    if STATE is not None:
+        with open(os.path.join(STATE, "pids"), "a") as f:
+            f.write(f"{os.getpid()}\n")
+        restarted = os.path.exists(os.path.join(STATE, "started"))
+        open(os.path.join(STATE, "started"), "w").close()
+    answered = 0
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -36,13 +54,20 @@ def main():
             resp = {"id": req.get("id"), "ok": True, "result": {}}
         if req.get("op") == "hello" and MODE == "nohello":
             resp["result"]["protocol"] = 2
+        if req.get("op") == "hello" and restarted:
+            resp["result"]["capabilities"] = ["decode"]
         data = req.get("data", "")
         triggered = req.get("op") == "decode" and data[16:24] == TRIGGER_MAGIC and len(data) > 64
         if MODE == "stderr":
             sys.stderr.write("x" * (1 << 20) + "\n")
             sys.stderr.flush()
-        if triggered and MODE == "crash":
+        if triggered and MODE in ("crash", "othercaps"):
             sys.exit(7)
+        if triggered and MODE in ("deep", "nested"):
+            depth = 100000 if MODE == "deep" else 200
+            out.write('{"id": %d, "ok": true, "result": ' % req["id"] + "[" * depth + "]" * depth + "}\n")
+            out.flush()
+            continue
         if triggered and MODE == "hang":
             time.sleep(3600)
         if triggered and MODE == "garbage":
@@ -51,8 +76,19 @@ def main():
             continue
         if triggered and MODE == "wrongid":
             resp["id"] = -1
+        if triggered and MODE == "bigline":
+            out.write('{"id": %d, "ok": true, "result": "' % req["id"] + "x" * (10 << 20) + "\n")
+            out.flush()
+            continue
+        if triggered and MODE == "toolong":
+            out.write(json.dumps(dict(resp, padding="x" * (20 << 20))) + "\n")
+            out.flush()
+            continue
         out.write(json.dumps(resp) + "\n")
         out.flush()
+        answered += 1
+        if answered == EXIT_AFTER:
+            return 0
     return 0
 
 

@@ -1,0 +1,320 @@
+"""A target's behaviour (docs/target-rules.md): a stateful Hypothesis suite through the
+adapter, and the bundled scenario vectors.
+
+The stateful case drives three clients — c1 plain, c2 with OBD_CONNECT2_REPLAY_CREATE,
+c3 read-only — through connects, reconnects, disconnects, modifying and read-only
+requests, failing requests, requests that break one rule each, and resends of requests
+whose reply was "lost".  After every step the reply is judged against what the suite
+expects of that step and against the invariants (harness/invariants.py).  A failure is
+shrunk to a short list of exchanges, shown with annotated hex and saved as a scenario
+vector (reproducers/ beside report.json).
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, run_machine
+from ptlrpc_conformance.harness import judge, scenario as scen
+from ptlrpc_conformance.harness.invariants import reconstructed
+from ptlrpc_conformance.harness.ostclient import Session
+from ptlrpc_conformance.harness.registry import requirements
+from ptlrpc_conformance.harness.scenario import TargetError
+from ptlrpc_conformance.harness.target import EOF, MD, C, dropped, err, ost_body, reply
+
+STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "TGT-TRANSNO-1", "TGT-TRANSNO-2",
+                         "TGT-TRANSNO-3", "TGT-RESEND-1", "TGT-RESEND-2", "TGT-CONN-1", "TGT-CONN-2", "TGT-OBJ-1", "TGT-REPLY-1",
+                         "RCV-OUTSIDE-1"]
+CLIENTS = ("c1", "c2", "c3")
+OIDS = st.integers(1, 3)
+U32 = st.integers(0, (1 << 32) - 1)
+TIMES = st.integers(0, (1 << 40))
+SETATTR_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLMODE", "FLUID", "FLGID", "FLTYPE")
+BROKEN = ("truncated", "type-reply", "at-timeout-0", "unknown-opcode", "wrong-version", "short-body",
+          "object-id-0", "no-flid", "bad-sequence", "stale-xid", "unknown-handle", "stale-conn-cnt",
+          "reconnect-same-count", "reconnect-lower-count", "replay-flag", "request-transno",
+          "punch-not-eof", "punch-no-blocks", "setattr-truncate", "after-disconnect")
+
+
+class TargetMachine(BudgetedMachine):
+    reconstruct = False     # profile lustre-2.17.57-reconstruct
+
+    def __init__(self):
+        super().__init__()
+        self.s = Session(self.adapter, reconstruct=self.reconstruct)
+        if self.idle:
+            return
+        self.s.reset()
+        self.s.add_client("c1")
+        self.s.add_client("c2", replay_create=True)
+        self.s.add_client("c3", readonly=True)
+        self.lost: dict[str, list[tuple]] = {n: [] for n in CLIENTS}     # (xid, (opc, oid, valid, fields), step)
+        self.old_cookie: dict[str, int] = {}
+
+    def c(self, name):
+        return self.s.clients[name]
+
+    def _connected(self, name) -> bool:
+        return self.c(name).connected
+
+    # -- connections ----------------------------------------------------------------------
+    @initialize()
+    @budgeted
+    def connect_all(self):
+        """Every run starts with the three clients connected and objects 1 and 2 created
+        (by c1 without a transno, by c2 with one)."""
+        for name in CLIENTS:
+            self.s.connect(self.c(name))
+        self.s.body_op(self.c("c1"), "OST_CREATE", 1)
+        self.s.body_op(self.c("c2"), "OST_CREATE", 2)
+
+    @rule(name=st.sampled_from(CLIENTS))
+    @budgeted
+    def connect(self, name):
+        """A first connect, or a reconnect (count + 1) that must keep the export."""
+        self.s.connect(self.c(name), "reconnect" if self.c(name).connected else "connect")
+
+    @rule(name=st.sampled_from(CLIENTS))
+    @budgeted
+    def disconnect(self, name):
+        c = self.c(name)
+        if not c.connected or self.lost[name]:
+            return
+        self.old_cookie[name] = c.cookie
+        self.s.disconnect(c)
+
+    # -- well-formed requests ---------------------------------------------------------------
+    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @budgeted
+    def create(self, name, oid):
+        if self._connected(name):
+            self.s.body_op(self.c(name), "OST_CREATE", oid)
+
+    @rule(name=st.sampled_from(CLIENTS), oid=OIDS, bits=st.sets(st.sampled_from(SETATTR_BITS)),
+          atime=TIMES, mtime=TIMES, ctime=TIMES, mode=U32, uid=U32, gid=U32, size=st.integers(0, 1 << 30))
+    @budgeted
+    def setattr(self, name, oid, bits, atime, mtime, ctime, mode, uid, gid, size):
+        """Every obdo field holds a value; only those with a bit may be applied. A size
+        without FLSIZE is noise the target must ignore."""
+        if not self._connected(name):
+            return
+        valid = 0
+        for b in bits:
+            valid |= MD[b]
+        self.s.body_op(self.c(name), "OST_SETATTR", oid, valid, o_atime=atime, o_mtime=mtime, o_ctime=ctime,
+                       o_mode=mode, o_uid=uid, o_gid=gid, o_size=size, o_blocks=size)
+        reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
+        self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
+
+    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @budgeted
+    def getattr(self, name, oid):
+        if self._connected(name):
+            self.s.body_op(self.c(name), "OST_GETATTR", oid)
+
+    @rule(name=st.sampled_from(CLIENTS), oid=OIDS, start=st.integers(0, 1 << 40))
+    @budgeted
+    def punch(self, name, oid, start):
+        if self._connected(name):
+            self.s.body_op(self.c(name), "OST_PUNCH", oid, MD["FLSIZE"] | MD["FLBLOCKS"], o_size=start, o_blocks=EOF)
+
+    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @budgeted
+    def destroy(self, name, oid):
+        if self._connected(name):
+            self.s.body_op(self.c(name), "OST_DESTROY", oid)
+
+    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @budgeted
+    def sync(self, name, oid):
+        if self._connected(name):
+            self.s.body_op(self.c(name), "OST_SYNC", oid)
+
+    @rule(name=st.sampled_from(CLIENTS), opc=st.sampled_from(["OBD_PING", "OST_STATFS"]))
+    @budgeted
+    def bodiless(self, name, opc):
+        c = self.c(name)
+        if c.connected:
+            xid, data = c.request(opc)
+            self.s.send(c, xid, data, reply(0, why=opc), opc)
+
+    # -- lost replies and resends -----------------------------------------------------------
+    @rule(name=st.sampled_from(("c1", "c2")), oid=OIDS, kind=st.sampled_from(["setattr", "punch", "destroy", "create"]),
+          mtime=TIMES)
+    @budgeted
+    def lose_reply(self, name, oid, kind, mtime):
+        """A modifying request that succeeds with a transaction, whose reply the client then
+        "loses": it stays unreplied until it is resent."""
+        c = self.c(name)
+        if not c.connected:
+            return
+        exists = oid in self.s.objects
+        if kind == "create":
+            if exists or not c.replay_create:
+                return
+            args = ("OST_CREATE", oid, 0, {})
+        elif not exists:
+            return
+        elif kind == "setattr":
+            args = ("OST_SETATTR", oid, MD["FLMTIME"], {"o_mtime": mtime})
+        elif kind == "punch":
+            args = ("OST_PUNCH", oid, MD["FLSIZE"] | MD["FLBLOCKS"], {"o_size": mtime & 0xFFFFF, "o_blocks": EOF})
+        else:
+            args = ("OST_DESTROY", oid, 0, {})
+        opc, oid, valid, fields = args
+        xid, data, n, rep = self.s.body_op(c, opc, oid, valid, lose=True, note=f"{opc} (reply lost)", **fields)
+        self.lost[name].append((xid, args, n))
+
+    @rule(name=st.sampled_from(("c1", "c2")))
+    @budgeted
+    def resend(self, name):
+        """MSG_RESENT with the same XID: the saved reply again, or (default profile) a run as a
+        new request, judged as one."""
+        c = self.c(name)
+        if not self.lost[name] or not c.connected:
+            return
+        xid, (opc, oid, valid, fields), n = self.lost[name].pop(0)
+        # the same request again: same XID and body; the client's current handle, count, last XID
+        _, data = c.request(opc, [ost_body(oid, valid, **fields)], xid=xid, flags=C("MSG_RESENT"))
+        c.unreplied.discard(xid)
+        rep = self.s.send(c, xid, data, None, f"resend of step {n}", same_as=n)
+        original = self.s.replies.get(n)
+        if original is not None and not reconstructed(original, rep):
+            expect, apply = self.s.expect_handler(c, opc, oid, valid, **fields)
+            problems, _ = expect.check(rep.raw if rep is not None else None)
+            if problems:
+                self.s.fail([f"{p} (the resend was run again)" for p in problems])
+            if apply:
+                apply()
+
+    # -- one broken rule per step -------------------------------------------------------------
+    @rule(name=st.sampled_from(CLIENTS), kind=st.sampled_from(BROKEN), oid=OIDS)
+    @budgeted
+    def broken(self, name, kind, oid):
+        c = self.c(name)
+        s = self.s
+        gid = ost_body(oid)
+        if kind == "after-disconnect":
+            if c.connected or name not in self.old_cookie:
+                return
+            xid, data = c.request("OST_GETATTR", [gid], handle=self.old_cookie[name])
+            s.send(c, xid, data, err("ENOTCONN", "TGT-CONN-2", "a request with a cookie disconnected before"), kind)
+            return
+        if not c.connected:
+            if kind == "truncated":
+                xid, data = c.request("OST_GETATTR", [gid], handle=0)
+                s.send(c, xid, data, err("ENOTCONN", "TGT-CONN-2", "a request with no export"), "not connected")
+                return
+            s.connect(c)
+        if kind == "truncated":
+            xid, data = c.request("OST_GETATTR", [gid])
+            s.send(c, xid, data[:20], dropped("a 20-byte message"), kind)
+        elif kind == "type-reply":
+            xid, data = c.request("OST_GETATTR", [gid], pb_type=C("PTL_RPC_MSG_REPLY"))
+            s.send(c, xid, data, dropped("pb_type REPLY in a request"), kind)
+        elif kind == "at-timeout-0":
+            xid, data = c.request("OST_GETATTR", [gid], timeout=0)
+            s.send(c, xid, data, dropped("MSGHDR_AT_SUPPORT with pb_timeout 0"), kind)
+        elif kind == "unknown-opcode":
+            xid, data = c.request("OST_GETATTR", [gid], opc=9999)
+            s.send(c, xid, data, err("EOPNOTSUPP", why="opcode 9999"), kind)
+        elif kind == "wrong-version":
+            xid, data = c.request("OST_GETATTR", [gid], version=C("LUSTRE_MDS_VERSION"))
+            s.send(c, xid, data, err("EINVAL", why="OST_GETATTR with LUSTRE_MDS_VERSION"), kind)
+        elif kind == "short-body":
+            xid, data = c.request("OST_GETATTR", [gid[:100]])
+            s.send(c, xid, data, err("EFAULT", why="a 100-byte ost_body"), kind)
+        elif kind == "object-id-0":
+            xid, data = c.request("OST_GETATTR", [ost_body(0)])
+            s.send(c, xid, data, err("EPROTO", why="OBD_MD_FLID with object id 0"), kind)
+        elif kind == "no-flid":
+            xid, data = c.request("OST_GETATTR", [ost_body(None, MD["FLGROUP"])])
+            s.send(c, xid, data, err("EPROTO", why="OST_GETATTR (HAS_BODY) without OBD_MD_FLID"), kind)
+        elif kind == "bad-sequence":
+            xid, data = c.request("OST_GETATTR", [ost_body(5, seq=1)])
+            s.send(c, xid, data, err("EPROTO", why="an ost_id in sequence 5 (no IDIF, MDT0, normal or echo)"), kind)
+        elif kind == "stale-xid":
+            if self.lost[name]:
+                return              # it would free the saved replies of the lost requests
+            xid = c.new_xid()
+            _, data = c.request("OST_GETATTR", [gid], xid=xid, last_xid=xid)
+            s.send(c, xid, data, err("EPROTO", why="XID not above pb_last_xid"), kind)
+        elif kind == "unknown-handle":
+            xid, data = c.request("OST_GETATTR", [gid], handle=0x5EED0000DEADBEEF)
+            s.send(c, xid, data, err("ENOTCONN", "TGT-CONN-2", "a cookie the target never issued"), kind)
+        elif kind == "stale-conn-cnt":
+            xid, data = c.request("OST_GETATTR", [gid], conn_cnt=c.conn_cnt - 1)
+            s.send(c, xid, data, dropped("pb_conn_cnt below the export's"), kind)
+        elif kind == "reconnect-same-count":
+            xid, data = c.request("OST_CONNECT", c.connect_buffers())
+            s.send(c, xid, data, err("EALREADY", "TGT-CONN-2", "a reconnect with the stored pb_conn_cnt"), kind, track=False)
+        elif kind == "reconnect-lower-count":
+            xid, data = c.request("OST_CONNECT", c.connect_buffers(), conn_cnt=c.conn_cnt - 1)
+            s.send(c, xid, data, dropped("a reconnect with a lower pb_conn_cnt"), kind, track=False)
+        elif kind in ("replay-flag", "request-transno"):
+            if self.lost[name]:
+                return
+            kw = {"flags": C("MSG_REPLAY")} if kind == "replay-flag" else {"transno": 0x1234}
+            xid, data = c.request("OST_GETATTR", [gid], **kw)
+            s.send(c, xid, data, err("ENODEV", "RCV-OUTSIDE-1", f"{kind} outside recovery (the export is evicted)"), kind)
+            c.connected = False
+            self.old_cookie[name] = c.cookie
+        elif kind == "punch-not-eof":
+            s.body_op(c, "OST_PUNCH", oid, MD["FLSIZE"] | MD["FLBLOCKS"], note=kind, o_size=0, o_blocks=4096)
+        elif kind == "punch-no-blocks":
+            s.body_op(c, "OST_PUNCH", oid, MD["FLSIZE"], note=kind, o_size=0, o_blocks=EOF)
+        elif kind == "setattr-truncate":
+            s.body_op(c, "OST_SETATTR", oid, MD["FLSIZE"], note=kind, o_size=4096)
+
+
+def _buffer1(request: bytes) -> bytes:
+    from ptlrpc_conformance.harness import wire
+    return wire.parse(request, "request").buffers[1]
+
+
+def must_reconstruct(profile: str) -> bool:
+    """Whether the profile requires reply reconstruction for resends (TGT-RESEND-2)."""
+    return requirements()["TGT-RESEND-2"].in_profile(profile)
+
+
+def _scenarios(config):
+    try:
+        return scen.load_all(config.getoption("conformance_vectors") or ())
+    except Exception as e:            # VectorError: reported as a usage error by the plugin
+        raise pytest.UsageError("scenario files have problems:\n  " + "\n  ".join(getattr(e, "problems", [str(e)])))
+
+
+def pytest_generate_tests(metafunc):
+    if "scenario_vector" in metafunc.fixturenames:
+        metafunc.parametrize("scenario_vector", [
+            pytest.param(s, id=f"{s.id}.exchange", marks=pytest.mark.conformance(case=f"{s.id}.exchange",
+                                                                                requirements=list(s.requirements)))
+            for s in _scenarios(metafunc.config)])
+
+
+def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
+    for capability_op in {"target": "exchange", "restart": "restart"}.items():
+        if capability_op[0] in scenario_vector.needs:
+            need(iut, capability_op[1])
+    try:
+        problems, records = scen.run(scenario_vector, iut, reconstruct=must_reconstruct(conformance_profile))
+    except TargetError as e:
+        conclude(judge.Judgement(judge.ERROR, f"{scenario_vector.id}: the target could not carry out an operation: {e}"))
+        return
+    if problems:
+        j = judge.Judgement(judge.FAIL, f"{scenario_vector.id}: {scenario_vector.title}\n" + "\n".join(problems)
+                            + "\n\nexchanges:\n" + scen.render_transcript(records))
+        j.notes["signature"] = problems[0].split(": ", 2)[1] if ": " in problems[0] else problems[0]
+        conclude(j)
+
+
+# the stateful case runs after the scenario vectors (a run stopped at its first failure
+# reports the quickest one)
+@pytest.mark.conformance(case="target.stateful.exchange", requirements=STATEFUL_REQUIREMENTS)
+def test_target_stateful(iut, need, conclude, conformance_examples, conformance_profile):
+    """Random sequences of client requests; every reply judged as it comes."""
+    need(iut, "exchange")
+    run_machine(TargetMachine, iut, conclude, case="target.stateful.exchange", requirements=STATEFUL_REQUIREMENTS,
+                examples=max(10, conformance_examples // 4), steps=40, needs=("target",), what="target rules",
+                reconstruct=must_reconstruct(conformance_profile))

@@ -1,0 +1,87 @@
+"""`ptlrpc-conformance bench --quick` runs every section and prints its figures (the
+figures themselves are not judged: this is a smoke test of the command)."""
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+
+def test_bench_quick_prints_every_section(tmp_path):
+    src = tmp_path / "c-testee"      # a private build: never races the C testee's own tests
+    src.mkdir()
+    for f in (ROOT / "examples" / "c-testee").iterdir():
+        if f.suffix in (".c", ".h") or f.name == "Makefile":
+            shutil.copy(f, src / f.name)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--json", str(out),
+                           "--c-testee", str(src)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert "Traceback" not in text + proc.stderr
+    sections = re.findall(r"^\[([a-z-]+)\]", text, re.M)
+    assert sections == ["in-process", "exec", "tshark", "suite"]
+    rate = r"[\d,]+/s"
+    assert re.search(rf"^  reference \(in-process\) +{rate} +{rate}$", text, re.M)
+    for label in ("echo, no decoding \\(raw pipe limit\\)", "reference \\(python -m ptlrpc_conformance.reference\\)",
+                  "C example \\(examples/c-testee\\)"):
+        row = re.search(rf"^  {label} +(.*)$", text, re.M)
+        assert row, label
+        if shutil.which("cc") and shutil.which("make") or "C example" not in label:
+            assert re.fullmatch(rf"{rate} +{rate} +[\d.]+x +\d+%", row.group(1)), row.group(0)
+        else:
+            assert row.group(1).startswith("skipped: ")
+    tshark = text.split("[tshark]")[1].split("[suite]")[0]
+    if shutil.which("tshark"):          # installed: the section must measure, never skip
+        assert re.search(rf"adapter \(tshark\): {rate} one at a time, {rate} pipelined", tshark), tshark
+        assert re.search(rf"tshark's own rate: {rate} \(\d+ messages in one capture, start-up [\d.]+ s "
+                         r"subtracted\); the adapter reaches \d+% of it", tshark), tshark
+    else:
+        assert re.search(r"^  skipped: .+tshark is not installed", tshark, re.M), tshark
+    assert re.search(r"^  serial +[\d.]+ s +1 cases$", text, re.M)
+    assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
+    figures = json.loads(out.read_text())
+    assert figures["format"] == "ptlrpc-conformance-bench/1" and figures["quick"] is True
+    assert [r["label"] for r in figures["exec"]][:3] == ["echo, no decoding (raw pipe limit)",
+                                                         "reference (python -m ptlrpc_conformance.reference)",
+                                                         "C example (examples/c-testee)"]
+    assert figures["in_process"]["pipelined"] > 0 and figures["exec"][0]["ratio"] > 0
+    assert {r["mode"] for r in figures["suite"]["runs"]} == {"serial", "-n auto"}
+    if shutil.which("tshark"):
+        assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
+
+
+def test_bench_reports_a_failing_tshark_run_as_failed(tmp_path):
+    """tshark's own run on the capture file exits with status 2: the section says it failed
+    and why, instead of printing a rate computed from a run that did nothing."""
+    from test_tshark import _fake_tshark
+    fake = _fake_tshark(tmp_path)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--no-suite",
+                           "--c-testee", str(tmp_path / "none"), "--tshark", f"tshark:{fake}", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tshark = proc.stdout.split("[tshark]")[1].split("[suite]")[0]
+    assert re.search(r"adapter \(tshark:.*\): [\d,]+/s one at a time", tshark), tshark
+    assert "tshark's own rate: failed: `fake-tshark -r one.pcap` exited with status 2: " \
+           "fake tshark: cannot read capture files" in tshark, tshark
+    assert "tshark_own" not in json.loads(out.read_text())["tshark"]
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, text", [
+    (["--seconds", "0"], "--seconds must be positive"),
+    (["--seconds", "nan"], "--seconds must be positive and finite, not nan"),
+    (["--seconds", "inf"], "--seconds must be positive and finite, not inf"),
+    (["--iut-timeout", "inf"], "--iut-timeout must be positive and finite, not inf"),
+    (["--json", "/no/such/dir/x.json"], "no such directory"),
+    (["--frobnicate"], "unrecognized arguments: --frobnicate"),
+])
+def test_bench_usage_errors_exit_2(args, text, tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", *args],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)    # --seconds nan once looped
+    assert proc.returncode == 2 and text in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,126 @@
+"""The mutant zoo (ptlrpc_conformance/mutants.py, docs/mutants.md): every mutant is killed by
+the suite, every MUST requirement has a mutant, and `ptlrpc-conformance mutants` tells a
+killed mutant from a surviving one and from a run that went wrong."""
+import json
+import os
+import keyword
+import re
+import subprocess
+import sys
+import types
+
+import pytest
+
+from conftest import ROOT
+from ptlrpc_conformance import mutants
+from ptlrpc_conformance.harness import mutation, registry
+
+AREAS = {"framing", "structs", "protocol", "target", "recovery"}
+
+# MUST requirements that have no mutant yet, because the reference target has no setting that
+# breaks them alone (docs/mutants.md, "Not covered yet").  A requirement leaves this set when
+# its mutant joins the zoo; the test below fails if the set and the zoo disagree.
+AWAITING_A_SEAM: dict[str, str] = {}
+
+
+def test_every_mutant_names_a_known_requirement_area_and_profile():
+    reqs = registry.requirements()
+    default, profiles = registry.profiles()
+    assert len({m.id for m in mutants.MUTANTS}) == len(mutants.MUTANTS)
+    for m in mutants.MUTANTS:
+        assert m.id.isidentifier() and not keyword.iskeyword(m.id), m.id
+        assert m.requirement in reqs, f"{m.id}: unknown requirement {m.requirement}"
+        assert m.description and "\n" not in m.description, m.id
+        assert set(m.areas) <= AREAS, f"{m.id}: unknown area in {m.areas}"
+        profile = m.profile or default
+        assert profile in profiles, f"{m.id}: unknown profile {profile}"
+        assert reqs[m.requirement].in_profile(profile), f"{m.id}: {m.requirement} is not in profile {profile}"
+
+
+def test_every_must_requirement_has_a_mutant():
+    covered = {m.requirement for m in mutants.MUTANTS}
+    must = {r.id for r in registry.requirements().values() if r.level == "MUST"}
+    missing = must - covered
+    assert missing == set(AWAITING_A_SEAM), (
+        f"MUST requirements without a mutant: {sorted(missing - set(AWAITING_A_SEAM))}; "
+        f"listed as awaiting a seam but covered now: {sorted(set(AWAITING_A_SEAM) - missing)}")
+
+
+def test_every_mutant_loads_through_its_iut_spec_and_breaks_something():
+    """Each factory builds a testee through the --iut spec the runner uses; and each mutant
+    differs from the reference in its configuration (no mutant is the reference itself)."""
+    from ptlrpc_conformance.harness.adapter import load_adapter
+    from ptlrpc_conformance.reference import make_testee
+    reference = make_testee()
+    for m in mutants.MUTANTS:
+        adapter = load_adapter(m.iut)
+        adapter.start()
+        assert adapter.hello.name == f"mutant {m.id}"
+        adapter.close()
+        t = m.factory()
+        same = (t.codec.config == reference.codec.config and t.structs.config == reference.structs.config
+                and t.target_config == reference.target_config and t.unknown_op_error == reference.unknown_op_error)
+        assert not same, f"{m.id} is configured like the reference"
+
+
+def test_no_such_mutant_is_a_usage_error(run_cli):
+    run = run_cli("mutants", "--mutant", "no_such_mutant", out=False)
+    assert run.rc == 2 and "no mutant named no_such_mutant" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_the_docs_list_every_mutant():
+    text = (ROOT / "docs" / "mutants.md").read_text().split("\n## Results\n", 1)[-1]
+    listed = set(re.findall(r"^\| `([a-z0-9_]+)` \|", text, re.M))
+    assert listed == {m.id for m in mutants.MUTANTS}, (
+        "docs/mutants.md is out of date (regenerate the table with ptlrpc-conformance mutants --markdown FILE): "
+        f"missing {sorted({m.id for m in mutants.MUTANTS} - listed)}, extra {sorted(listed - {m.id for m in mutants.MUTANTS})}")
+
+
+def _fake(iut: str, area: str = "protocol"):
+    return types.SimpleNamespace(id="fake", requirement="PROTO-OPS-1", areas=(area,), description="fake",
+                                 profile=None, iut=iut)
+
+
+def test_runner_tells_survivors_and_harness_errors_from_kills(tmp_path):
+    """The correct reference survives; an IUT whose hello is refused (exit 3) is a harness
+    error, not a kill; a real mutant is killed by the case of its rule."""
+    env = mutation.subprocess_env(str(tmp_path / "pycache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env["PYTHONPATH"]])
+    survivor = mutation.run_one(_fake("reference"), 5, None, 300, env=env)
+    assert survivor.status == mutation.SURVIVED and survivor.killed_by == [] and survivor.cases_run > 0
+    broken = mutation.run_one(_fake("python:iuts:bad_hello"), 5, None, 300, env=env)
+    assert broken.status == mutation.ERROR and broken.exit_status == 3 and "exit status 3" in broken.detail
+    killed = mutation.run_one(mutants.BY_ID["unknown_op_einval"], 5, None, 300, env=env)
+    assert killed.status == mutation.KILLED and killed.killed_by == ["protocol.unknown-op.probe"]
+
+
+@pytest.fixture(scope="module")
+def zoo(tmp_path_factory):
+    """`ptlrpc-conformance mutants` over the whole zoo, once."""
+    out = tmp_path_factory.mktemp("zoo")
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "mutants", "--json", str(out / "zoo.json"),
+                           "--markdown", str(out / "zoo.md")], capture_output=True, text=True, timeout=1800,
+                          cwd=out)
+    return proc, json.loads((out / "zoo.json").read_text()), (out / "zoo.md").read_text()
+
+
+def test_every_mutant_is_killed(zoo):
+    proc, doc, _ = zoo
+    not_killed = {m["id"]: (m["status"], m["detail"]) for m in doc["mutants"] if m["status"] != "killed"}
+    assert not not_killed, f"mutants not killed: {not_killed}\n{proc.stdout[-3000:]}"
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert {m["id"] for m in doc["mutants"]} == {m.id for m in mutants.MUTANTS}
+    by_id = {m.id: m for m in mutants.MUTANTS}
+    for m in doc["mutants"]:
+        assert m["killed_by"], m["id"]
+        # a mutant is killed only by cases of the areas it was run on
+        assert all(c.split(".")[0] in by_id[m["id"]].areas for c in m["killed_by"]), m
+    assert doc["score"] == {"killed": len(mutants.MUTANTS), "total": len(mutants.MUTANTS)}
+
+
+def test_the_zoo_run_prints_the_table_and_scores(zoo):
+    proc, doc, md = zoo
+    assert "mutation score: " in proc.stdout and "by area: " in proc.stdout and "by requirement: " in proc.stdout
+    for m in mutants.MUTANTS:
+        assert f"| `{m.id}` | {m.requirement} |" in md
+    assert "Traceback" not in proc.stderr
