@@ -349,3 +349,13 @@ def test_unknown_members_are_ignored_and_known_optional_ones_shown(tmp_path):
     assert "future_member" not in page
     json.dumps(rep)      # the report is untouched and still serialisable
     assert report_html.write(rep, tmp_path / "sub" / "r.html").read_text(encoding="utf-8") == page
+
+
+def test_incomplete_reason_is_shown():
+    """A run stopped by --max-fail or --time-budget says why at the top of the page."""
+    from ptlrpc_conformance.harness import html as report_html
+    reqs = {"HDR-MAGIC-1": {"level": "MUST", "verdict": "pass", "cases": ["a"]}}
+    report = _report(reqs, incomplete=True)
+    report["incomplete_reason"] = "stopped after 3 failing cases (--max-fail 3)"
+    page = report_html.render(report)
+    assert 'id="incomplete"' in page and "stopped after 3 failing cases (--max-fail 3)" in page

@@ -109,9 +109,9 @@ def ok(transno="zero", why="", **kw):
     return reply(0, transno, requirement="TGT-TRANSNO-2" if transno == "nonzero" else "TGT-ERR-2", why=why, **kw)
 
 
-def getattr_expect(size=0, mtime=0, mode=0, uid=0, gid=0, atime=0, ctime=0):
+def getattr_expect(size=0, mtime=0, mode=0, uid=0, gid=0, atime=0, ctime=0, requirement="TGT-OBJ-1"):
     bits = MD["FLSIZE"] | MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | MD["FLMODE"] | MD["FLUID"] | MD["FLGID"]
-    return reply(0, requirement="TGT-OBJ-1", why="getattr", struct="ost_body",
+    return reply(0, requirement=requirement, why="getattr", struct="ost_body",
                  fields={"oa.o_size": size, "oa.o_atime": atime, "oa.o_mtime": mtime, "oa.o_ctime": ctime,
                          "oa.o_mode&4095": mode, "oa.o_uid": uid, "oa.o_gid": gid, f"oa.o_valid&{bits}": bits})
 
@@ -405,7 +405,7 @@ def _(s):
         s.replay("c1", n)
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(size=100, uid=77), "getattr: every replayed change is there")
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(size=100, uid=77, requirement="RCV-STATE-1"), "getattr: every replayed change is there")
     _transaction(s, "c1", "OST_SETATTR", 1, "a new transaction: a new epoch", MD["FLGID"], o_gid=5)
 
 
@@ -428,7 +428,7 @@ def _(s):
     s.done("c1")
     s.done("c2")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(mtime=20), "getattr: c2's later setattr won")
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(mtime=20, requirement="RCV-ORDER-1"), "getattr: c2's later setattr won")
 
 
 @scenario("recovery.client-never-returns", "a client that never comes back is evicted when recovery ends; the others' replays stand",
@@ -447,10 +447,10 @@ def _(s):
     s.replay("c1", setattr_)
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(gid=9), "getattr: c1's replays stand")
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(gid=9, requirement="RCV-STATE-1"), "getattr: c1's replays stand")
     s.body("c1", "OST_GETATTR", 2, reply("ENOENT", requirement="RCV-STATE-1", why="c2's uncommitted create is gone"),
            "getattr 2: lost with c2", cond={"if_lost": create2})
-    s.body("c1", "OST_GETATTR", 2, getattr_expect(), "getattr 2: committed before the restart",
+    s.body("c1", "OST_GETATTR", 2, getattr_expect(requirement="RCV-STATE-1"), "getattr 2: committed before the restart",
            cond={"if_committed": create2})
     c2 = s.clients["c2"]
     s.send("c2", c2.request("OBD_PING"), err("ENOTCONN", "TGT-CONN-2", "c2 was evicted at the end of recovery"),
@@ -496,7 +496,7 @@ def _(s):
     s.done("c1")
     s.done("c2")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(uid=3), "getattr: c1's setattr, not c2's claim")
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(uid=3, requirement="RCV-CLAIMED-1"), "getattr: c1's setattr, not c2's claim")
 
 
 @scenario("recovery.vbr-mismatch", "a replayed setattr whose pre-version differs from the object's version gets REPLY -EOVERFLOW",
@@ -517,9 +517,10 @@ def _(s):
            "ping after recovery")
     s.live.discard("c1")
     s.connect("c1")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(), "getattr: the mismatched setattr did not run",
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(requirement="RCV-VBR-1"), "getattr: the mismatched setattr did not run",
            cond={"if_lost": setattr_})
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(uid=8), "getattr: the setattr was committed before the restart",
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(uid=8, requirement="RCV-STATE-1"),
+           "getattr: the setattr was committed before the restart",
            cond={"if_committed": setattr_})
 
 
@@ -538,7 +539,8 @@ def _(s):
         s.replay("c1", n)           # skipped: a client does not replay what it knows committed
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(size=4000, uid=31, mtime=1234), "getattr: the synced changes survived")
+    s.body("c1", "OST_GETATTR", 1, getattr_expect(size=4000, uid=31, mtime=1234, requirement="RCV-STATE-1"),
+           "getattr: the synced changes survived")
 
 
 def make_text(_spec) -> str:

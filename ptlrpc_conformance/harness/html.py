@@ -572,7 +572,8 @@ def _header(report: dict, lv: Level) -> str:
 
     inc = report.get("incomplete")
     if inc:
-        detail = "" if inc is True else f": {_plain(inc)}"
+        reason = report.get("incomplete_reason")      # --max-fail / --time-budget / interrupted
+        detail = f": {_plain(reason)}" if reason else "" if inc is True else f": {_plain(inc)}"
         out.append(f'<p class="warn" id="incomplete"><strong>Incomplete run</strong>{e(detail)}</p>')
     if iut.get("start_failure"):
         out.append(f'<p class="warn"><strong>The IUT failed to start:</strong> {e(_plain(iut["start_failure"]))}</p>')

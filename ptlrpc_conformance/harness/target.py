@@ -182,7 +182,7 @@ class Expect:
         if self.struct and self.fields:
             got = rep.struct(1, self.struct)
             if got is None:
-                problems.append(f"TGT-OBJ-1: the reply has no {self.struct} in buffer 1")
+                problems.append(f"{rule}: the reply has no {self.struct} in buffer 1")
             else:
                 for name, want in self.fields.items():
                     base, _, mask = name.partition("&")      # "oa.o_mode&4095": compare those bits
@@ -190,7 +190,7 @@ class Expect:
                     if mask and isinstance(value, int):
                         value &= int(mask, 0)
                     if value != want:
-                        problems.append(f"TGT-OBJ-1: reply {name} is {value!r}, expected {want!r} ({self.why})")
+                        problems.append(f"{rule}: reply {name} is {value!r}, expected {want!r} ({self.why})")
         return problems, rep
 
     def describe(self) -> str:
