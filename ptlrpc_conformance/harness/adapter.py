@@ -218,6 +218,23 @@ def _kill_live_testees() -> None:
     _LIVE.clear()
 
 
+def kill_and_reap(proc: subprocess.Popen, streams) -> None:
+    """Kill a child process, wait for it (at most 5 s) and close the given pipes."""
+    try:
+        proc.kill()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    for stream in streams:
+        try:
+            stream.close()
+        except OSError:
+            pass
+
+
 class _Process:
     """One running testee process.  stdin and stdout are driven from the calling thread
     through non-blocking pipes and poll(2): requests are written in chunks while responses
@@ -400,19 +417,7 @@ class _Process:
             os.killpg(self.proc.pid, signal.SIGKILL)   # the testee and whatever it started
         except OSError:
             pass
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (self.proc.stdin, self.proc.stdout):   # stderr is closed by its reader
-            try:
-                stream.close()
-            except OSError:
-                pass
+        kill_and_reap(self.proc, (self.proc.stdin, self.proc.stdout))   # stderr is closed by its reader
 
     def close(self, grace: float = 2.0):
         try:

@@ -9,9 +9,7 @@ earlier reply carried).  Every reply is also checked against the invariants
 """
 from __future__ import annotations
 
-import pathlib
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Iterable
 
 import yaml
@@ -21,7 +19,7 @@ from .hexdump import render
 from .invariants import TargetChecker, resend_problems
 from .model import BODY, HDR
 from .target import Expect
-from .vectors import SAFE_LOADER, SCENARIO_FORMAT, VectorError
+from .vectors import SAFE_LOADER, SCENARIO_FORMAT, VectorError, bundled_files, check_unique_ids, user_files
 
 OPS = ("exchange", "restart", "end_recovery")
 PATCHABLE = ("pb_handle", "pb_transno")
@@ -203,25 +201,20 @@ def load_text(name: str, text: str, problems: list[str], yaml_problems: bool = T
 
 
 def load_all(extra: Iterable[str] = ()) -> list[Scenario]:
+    """Bundled scenarios plus those in the user's vector files; every problem reported at once."""
     problems: list[str] = []
     scenarios: list[Scenario] = []
-    root = resources.files("ptlrpc_conformance.vectors")
-    for p in sorted(root.iterdir(), key=lambda p: p.name):
-        if p.name.endswith((".yaml", ".yml")):
-            scenarios += load_text(f"vectors/{p.name}", p.read_text(encoding="utf-8"), problems)
-    for d in extra:
-        path = pathlib.Path(d)
-        files = [path] if path.is_file() else sorted(path.glob("*.y*ml")) if path.is_dir() else []
-        for f in files:
+    try:
+        for name, text in bundled_files():
+            scenarios += load_text(name, text, problems)
+        for f in user_files(extra):
             try:
                 scenarios += load_text(str(f), f.read_text(encoding="utf-8"), problems)
             except (OSError, UnicodeDecodeError) as e:
                 problems.append(f"{f}: cannot read: {e}")
-    seen: dict[str, str] = {}
-    for s in scenarios:
-        if s.id in seen:
-            problems.append(f"{s.source} {s.id}: id already used in {seen[s.id]}")
-        seen.setdefault(s.id, s.source)
+    except VectorError as e:
+        problems += e.problems
+    check_unique_ids(scenarios, problems)
     if problems:
         raise VectorError(problems)
     return scenarios

@@ -72,7 +72,7 @@ import threading
 import time
 
 from . import lnet
-from .adapter import DEFAULT_TIMEOUT, Adapter, IUTStartError, UsageError
+from .adapter import DEFAULT_TIMEOUT, Adapter, IUTStartError, UsageError, kill_and_reap
 from .protocol import Hello, HelloError, Outcome, parse_hello
 
 CLIENT_IP = "127.0.0.2"
@@ -272,19 +272,7 @@ class _Tshark:
 
     def kill(self):
         self.writes.put(None)
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        for stream in (self.proc.stdout, self.proc.stderr):
-            try:
-                stream.close()
-            except OSError:
-                pass
+        kill_and_reap(self.proc, (self.proc.stdout, self.proc.stderr))
 
     def close(self):
         self.writes.put(None)

@@ -425,14 +425,19 @@ def load_all(extra_dirs: Iterable[str] = ()) -> list[Vector]:
         vectors += load_file(name, text, problems)
     for path in user_files(extra_dirs):
         vectors += load_file(path, None, problems)
-    seen: dict[str, str] = {}
-    for v in vectors:
-        if v.id in seen:
-            problems.append(f"{v.source} {v.id}: id already used in {seen[v.id]}")
-        seen.setdefault(v.id, v.source)
+    check_unique_ids(vectors, problems)
     if problems:
         raise VectorError(problems)
     return vectors
+
+
+def check_unique_ids(items, problems: list[str]) -> None:
+    """Ids (of vectors, of scenarios) are unique across all files; each `item` has .id and .source."""
+    seen: dict[str, str] = {}
+    for v in items:
+        if v.id in seen:
+            problems.append(f"{v.source} {v.id}: id already used in {seen[v.id]}")
+        seen.setdefault(v.id, v.source)
 
 
 __all__ = ["Vector", "VectorError", "load_all", "load_file", "parse_bytes", "RegistryError"]
