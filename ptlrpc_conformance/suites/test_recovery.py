@@ -152,7 +152,6 @@ class RecoveryMachine(BudgetedMachine):
         reader = self.c(present[0]) if present else self.c(order[0])
         if not reader.connected:
             s.connect(reader)
-            reader.connected = True
         observed = {}
         for oid in (1, 2, 3):
             xid, data = reader.request("OST_GETATTR", [ost_body(oid)])
@@ -173,10 +172,7 @@ class RecoveryMachine(BudgetedMachine):
         s.send(c, xid, data, Expect(type=wire.REPLY, status=None, transno="zero", requirement="TGT-ERR-2",
                                     why="sync after recovery"), "sync")
         self.log, self.base = [], copy.deepcopy(s.objects)
-        self.replay = {n: [] for n in CLIENTS}
-        for n in CLIENTS:
-            if n not in present and self.c(n).connected is False:
-                self.c(n).cookie = self.c(n).cookie     # evicted: the next connect makes a new export
+        self.replay = {n: [] for n in CLIENTS}     # absent clients were evicted: a later connect is new
 
     def _candidates(self, point, told, issued, replayed):
         """(commit point, object state) for every commit point the clients' knowledge allows."""
