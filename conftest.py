@@ -3,6 +3,7 @@ their fixtures from the plugin (ptlrpc_conformance.plugin, entry point pytest11)
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -12,16 +13,45 @@ pytest_plugins = ["pytester"]
 
 ROOT = pathlib.Path(__file__).resolve().parent
 TESTS = ROOT / "tests"
-SHARED_SPEC = ROOT.parent / "shared" / "spec"
+SPEC_SOURCES = ROOT / "spec-sources"         # the repository's copy of the spec sources
+SHARED_SPEC = ROOT.parent / "shared" / "spec"  # where that copy is refreshed from, when present
+
+
+SETUP_SYSTEM = "bash tools/setup-system.sh"
+
+
+def require_tool(name: str) -> str:
+    """The path of the system tool NAME (tshark, chromium, cc, make), or the test fails,
+    naming the tool and how to install it.  The README's set-up (tools/setup-system.sh, run by
+    .ci/run) installs every tool the tests use, so a missing one is a broken set-up, never a
+    reason to skip: every test that runs a system tool asks for it here (or through the
+    `needs_tool` marker) and no test skips for a missing tool."""
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"{name} is not installed: this test runs it. `{SETUP_SYSTEM}` installs it (the README's "
+                    f"set-up for the project's tests; Debian packages, needs root)", pytrace=False)
+    return path
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "needs_tool(*names): the test runs these system tools; each missing one "
+                                       "fails the test with the install hint (conftest.require_tool)")
+
+
+@pytest.hookimpl(tryfirst=True)      # before the test's fixtures start the tool
+def pytest_runtest_setup(item):
+    for marker in item.iter_markers("needs_tool"):
+        for name in marker.args:
+            require_tool(name)
 
 
 @pytest.fixture(scope="session")
-def shared_spec() -> pathlib.Path:
-    """../shared/spec, the project's spec sources.  CI and every development checkout have
-    it beside the repository; a test that needs it says so when it is missing."""
-    if not (SHARED_SPEC / "wire_facts.yaml").is_file():
-        pytest.fail(f"{SHARED_SPEC} is missing: the facts tests need the shared spec beside the repository")
-    return SHARED_SPEC
+def spec_sources() -> pathlib.Path:
+    """spec-sources/, the spec sources the generators read (kept in the repository; see
+    spec-sources/README.md)."""
+    if not (SPEC_SOURCES / "wire_facts.yaml").is_file():
+        pytest.fail(f"{SPEC_SOURCES}/wire_facts.yaml is missing: the repository's spec sources are incomplete")
+    return SPEC_SOURCES
 
 
 class CliRun:

@@ -1,6 +1,6 @@
 """ptlrpc-conformance: the command line.
 
-  ptlrpc-conformance [certify] [--iut SPEC] [--out DIR] [options] [-- PYTEST-ARGS]
+  ptlrpc-conformance [certify] [--iut SPEC] [--out DIR] [-v | -q] [options] [-- PYTEST-ARGS]
   ptlrpc-conformance run CASE-ID [--iut SPEC] [--io-log FILE]
   ptlrpc-conformance list [--requirement ID] [--area AREA] [--level MUST]
   ptlrpc-conformance verify-report DIR/report.json
@@ -13,10 +13,12 @@
   ptlrpc-conformance certification-doc DIR/report.json [--notes FILE] [--out FILE]
   ptlrpc-conformance mutants [--jobs N] [--mutant ID ...] [--json FILE] [--markdown FILE]
 
-Exit status: 0 every applicable case passed; 1 a case failed (the IUT crashing, hanging
-or garbling mid-run included), or the run was stopped early (--max-fail, --time-budget,
-Ctrl-C; the report is marked incomplete); 2 usage or input error; 3 the IUT could not
-start, or its hello was missing, invalid or not protocol 1.
+Exit status: 0 every applicable MUST case passed (SHOULD failures are warnings unless
+--strict); 1 a MUST case failed (with --strict a SHOULD case too), the IUT crashed, hung or
+garbled mid-run, or the run was stopped early (--max-fail, --time-budget, Ctrl-C; the report
+is marked incomplete); 2 usage or input error; 3 the IUT could not start, or its hello was
+missing, invalid or not protocol 1; 5 (certify) no MUST case of the selection applied to the
+IUT: level "not certified".
 """
 from __future__ import annotations
 
@@ -24,121 +26,134 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
+import subprocess
 import sys
+import tempfile
 from importlib import resources
 
-EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
+from ptlrpc_conformance import __version__
+from ptlrpc_conformance.harness import options
+from ptlrpc_conformance.harness.data import registry
+from ptlrpc_conformance.harness.options import EXIT_FAIL, EXIT_IUT, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_USAGE, Parser
+from ptlrpc_conformance.harness.ost import trace
+from ptlrpc_conformance.harness.outputs import hexdump
+from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
+from ptlrpc_conformance.harness.transport.loader import load_adapter
+
+# Imports left inside functions are those of one command that would slow every other one:
+# each comment gives the CPU time the import adds to `ptlrpc-conformance decode 00` (about
+# 250 ms in all), median of 15 runs on the project's 2-core machine.
+
 SUBCOMMANDS = ("certify", "run", "list", "verify-report", "decode", "lint-vectors", "requirements", "export",
                "check-trace", "bench", "certification-doc", "mutants")
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that exits with status 2 and our prefix on usage errors."""
-
-    def error(self, message):
-        self.print_usage(sys.stderr)
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(EXIT_USAGE)
-
-
 def _certify_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="ptlrpc-conformance certify",
+    p = Parser(prog="ptlrpc-conformance certify",
                 description="Run the conformance suite against an implementation and write report.json.")
-    p.add_argument("--iut", default="reference",
-                   help="reference (default), python:package.module:factory, or exec:COMMAND")
-    p.add_argument("--iut-timeout", type=_positive_float, default=5.0, help="per-call timeout in seconds (exec:)")
-    p.add_argument("--out", default="ptlrpc-conformance-report", help="directory for report.json (created)")
-    p.add_argument("--profile", default=None, help="profile the verdicts follow (default lustre-2.17.57)")
-    p.add_argument("--vectors", action="append", default=[], metavar="DIR", help="add your own vector files")
-    p.add_argument("--ignore-errno-class", action="store_true",
-                   help="judge accept/reject only; report errno classes separately")
-    p.add_argument("--seed", type=int, default=None, help="seed of the property tests (recorded in the report)")
-    p.add_argument("--examples", type=int, default=None, help="examples per property test (default 200)")
-    p.add_argument("--known-failures", default=None, metavar="FILE",
-                   help="regression gate: exit 1 on new failures and on stale, unmatched, changed or expired entries")
-    p.add_argument("--update-known-failures", nargs="?", const="tighten", default=None, choices=("tighten", "loosen"),
-                   help="rewrite the known-failures file (tighten: drop stale entries; loosen: also add new failures)")
-    p.add_argument("--requirement", action="append", default=[], metavar="ID", help="only cases checking ID")
-    p.add_argument("--area", action="append", default=[], metavar="AREA", help="only cases of AREA (framing, structs, ...)")
-    p.add_argument("--level", choices=("MUST", "SHOULD", "MAY"), default=None, help="only cases of this level")
-    p.add_argument("--case", action="append", default=[], metavar="CASE-ID", help="only this case (exact id)")
-    p.add_argument("--io-log", default=None, metavar="FILE", help="record the protocol lines exchanged in FILE")
-    p.add_argument("--list", action="store_true", help="print the selected cases and their requirements; run nothing")
-    p.add_argument("--max-fail", type=_positive_int, default=None, metavar="N",
-                   help="stop after N cases failed or hit IUT trouble (known failures do not count); "
-                        "the report is marked incomplete, exit status 1")
-    p.add_argument("--time-budget", type=_positive_float, default=None, metavar="SECONDS",
-                   help="stop once SECONDS have passed (checked after each case); "
-                        "the report is marked incomplete, exit status 1")
-    p.add_argument("-n", "--jobs", default=None, help="parallel workers (pytest-xdist), e.g. 2 or auto")
-    p.add_argument("-k", dest="keyword", default=None, help="only cases matching this pytest -k expression")
-    p.add_argument("-q", "--quiet", action="store_true", help="less output")
+    options.add_arguments(p, options.certify_options())
     p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     return p
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
-    return value
-
-
 def _iut_preflight(spec: str, timeout: float):
-    from .harness.adapter import IUTStartError, UsageError, load_adapter
+    """(None, the started adapter), or (exit status, None) after a usage error, or (EXIT_IUT,
+    why) when the IUT could not start; the problem is printed."""
     try:
         adapter = load_adapter(spec, timeout=timeout)
     except UsageError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE, None
     except IUTStartError as e:
-        print(f"ptlrpc-conformance: the IUT could not start: {e}", file=sys.stderr)
-        return EXIT_IUT, None
+        return _could_not_start(e)
     try:
         adapter.start()
     except IUTStartError as e:
-        print(f"ptlrpc-conformance: the IUT could not start: {e}", file=sys.stderr)
-        return EXIT_IUT, None
+        return _could_not_start(e)
     return None, adapter
 
 
-class _Observer:
-    """Sees the session's config so the exit status can tell an IUT that failed to start."""
+def _could_not_start(e: Exception) -> tuple[int, str]:
+    """(EXIT_IUT, why): the preflight's answer when the IUT could not start."""
+    print(f"ptlrpc-conformance: the IUT could not start: {e}", file=sys.stderr)
+    return EXIT_IUT, str(e)
 
-    def __init__(self):
+
+class _Observer:
+    """The command line's plugin in its pytest run: sees the session's config so the exit
+    status can tell an IUT that failed to start, tells the report collector that the command
+    line prints the verdict block, shows the suites' files relative to the package, and (by
+    default) lists each failing case on one line."""
+
+    def __init__(self, failing_lines: bool = False):
         self.start_failure = None
+        self.failing_lines = failing_lines
+
+    def pytest_configure(self, config):
+        from ptlrpc_conformance.harness.runstate import CLI_RUN             # imports pytest: +170 ms
+        config.stash[CLI_RUN] = True
+
+    def pytest_sessionstart(self, session):
+        reporter = session.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:    # "ptlrpc_conformance/suites/test_framing.py ....", not a venv's path
+            reporter.startpath = pathlib.Path(__file__).resolve().parent.parent
+
+    def pytest_terminal_summary(self, terminalreporter, config):
+        from ptlrpc_conformance.harness.runstate import COLLECTOR
+        collector = config.stash.get(COLLECTOR, None)
+        if not self.failing_lines or collector is None:
+            return
+        failing = [c for _, c in sorted(collector.cases.items()) if c.get("verdict") in ("fail", "error")]
+        if failing:
+            terminalreporter.write_sep("-", f"{len(failing)} failing case(s); -v shows each failure in full")
+            for c in failing:
+                terminalreporter.write_line(_failing_line(c))
 
     def pytest_sessionfinish(self, session):
-        from .plugin import IUT_START_FAILURE
+        from ptlrpc_conformance.harness.runstate import COLLECTOR, IUT_START_FAILURE
         self.start_failure = session.config.stash.get(IUT_START_FAILURE, None)
+        collector = session.config.stash.get(COLLECTOR, None)      # its hook ran first (tryfirst)
+        report = getattr(collector, "report", None) or {}
+        self.level_status = (report.get("level") or {}).get("status") if report.get("cases") else None
+
+
+def _failing_line(case: dict) -> str:
+    """One line for a failing case: its verdict, id, requirements and what went wrong (the
+    expected and actual lines of its message, else the message's first line)."""
+    lines = [line.strip() for line in str(case.get("message") or "").splitlines() if line.strip()]
+    said = [" ".join(line.split()) for line in lines if line.startswith(("expected:", "actual:"))][:2]
+    text = "; ".join(said) if said else (" ".join(lines[0].split()) if lines else "")
+    head = f"{case.get('verdict', '').upper():<5} {case.get('id')} [{','.join(case.get('requirements') or ())}]"
+    line = f"{head} {text}".rstrip()
+    return line if len(line) <= 220 else line[:219] + "…"
 
 
 def cmd_certify(argv: list[str]) -> int:
     args = _certify_parser().parse_args(argv)
     if args.list:
-        rest = [x for opt in ("requirement", "area") for v in getattr(args, opt) for x in (f"--{opt}", v)]
-        rest += (["--level", args.level] if args.level else []) + (["--profile", args.profile] if args.profile else [])
-        rest += [x for v in args.vectors for x in ("--vectors", v)]
-        return cmd_list(rest)
+        return _list(args)
     return _certify(args)
 
 
+def _input_problems(args) -> list[str]:
+    """What the command line names, checked before anything runs (harness/options.py); the
+    case ids and areas are checked by the plugin once the cases are collected."""
+    problems = options.writable_dir(args.out, "--out")
+    if args.io_log:
+        problems += options.writable_file(args.io_log, "--io-log", make_parents=False)
+    problems += options.known_failures(args.known_failures, args.update_known_failures)
+    problems += options.requirement_ids(args.requirement, "--requirement")
+    return problems
+
+
 def _certify(args) -> int:
-    from .harness import registry
-    from .harness.vectors import VectorError, load_all
+    from ptlrpc_conformance.harness.data.vectors import VectorError, load_all   # jsonschema: +130 ms
+    problems = _input_problems(args)
+    if problems:
+        for line in problems:
+            print(f"ptlrpc-conformance: {line}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         registry.profile(args.profile)
     except registry.RegistryError as e:
@@ -146,70 +161,94 @@ def _certify(args) -> int:
         return EXIT_USAGE
     try:
         load_all(args.vectors)
+        if args.vectors:                    # their scenarios too (the bundled ones are the suite's)
+            from ptlrpc_conformance.harness.ost import scenario                 # the vectors, ost/: +200 ms
+            scenario.load_all(args.vectors)
     except VectorError as e:
         print("ptlrpc-conformance: vector files have problems:\n  " + "\n  ".join(e.problems), file=sys.stderr)
         return EXIT_USAGE
+    out = pathlib.Path(args.out)
+    report_path = out / "report.json"
     status, adapter = _iut_preflight(args.iut, args.iut_timeout)
+    if status == EXIT_IUT:
+        return _start_failure(args, report_path, status, adapter)
     if status is not None:
         return status
     hello = adapter.hello
     adapter.close()
-    out = pathlib.Path(args.out)
-    report_path = out / "report.json"
     print(f"ptlrpc-conformance: certifying {hello.name} {hello.version} ({args.iut}); "
           f"capabilities: {', '.join(sorted(hello.capabilities)) or 'none'}", flush=True)
 
-    import pytest
+    import pytest                                                      # +170 ms
     suites = resources.files("ptlrpc_conformance.suites")
     ini = str(suites.joinpath("pytest.ini"))
     pargs = ["-c", ini, "--rootdir", str(suites), "--pyargs", "ptlrpc_conformance.suites",
-             "--iut", args.iut, "--iut-timeout", str(args.iut_timeout),
-             "--conformance-report", str(report_path), "-rfE",
+             "--conformance-report", str(report_path),
              "--junitxml", str(out / "junit.xml"), "-o", "junit_family=xunit2"]
-    if args.known_failures:
-        pargs += ["--known-failures", os.path.abspath(args.known_failures)]
-    if args.update_known_failures:
-        pargs += ["--update-known-failures", args.update_known_failures]
-    for opt in ("requirement", "area", "case"):
-        for v in getattr(args, opt):
-            pargs += [f"--conformance-{opt}", v]
-    if args.level:
-        pargs += ["--conformance-level", args.level]
-    if args.io_log:
-        pargs += ["--iut-io-log", os.path.abspath(args.io_log)]
-    if args.profile:
-        pargs += ["--conformance-profile", args.profile]
-    for v in args.vectors:
-        pargs += ["--conformance-vectors", os.path.abspath(v)]
-    if args.ignore_errno_class:
-        pargs.append("--ignore-errno-class")
-    if args.seed is not None:
-        pargs += ["--conformance-seed", str(args.seed)]
-    if args.examples is not None:
-        pargs += ["--conformance-examples", str(args.examples)]
-    if args.max_fail is not None:
-        pargs += ["--conformance-max-fail", str(args.max_fail)]
-    if args.time_budget is not None:
-        pargs += ["--conformance-time-budget", repr(args.time_budget)]
-    if args.jobs:
-        pargs += ["-n", str(args.jobs)]
-    if args.keyword:
-        pargs += ["-k", args.keyword]
-    pargs.append("-q" if args.quiet else "-v")
+    # every option with a pytest name is passed on; --list never gets here (`run` ignores it)
+    pargs += options.pytest_args(args, [o for o in options.certify_options() if o.dest != "list"])
+    # -v: a line per case and each failure in full; default: a progress line per file and a
+    # line per failing case (the observer's); -q: progress dots only.  The verdict block follows.
+    pargs += ["-v", "-rfE"] if args.verbose else ["-q", "--tb=no", "-rN"] if args.quiet else ["--tb=no", "-rN"]
     pargs += args.pytest_args
-    observer = _Observer()
+    observer = _Observer(failing_lines=not (args.verbose or args.quiet))
+    before = _mtime(report_path)
     rc = int(pytest.main(pargs, plugins=[observer]))
+    status = _exit_status(rc, observer)
+    return _conclude(report_path if _mtime(report_path) != before else None, status)
+
+
+def _mtime(path: pathlib.Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def _conclude(report_path: pathlib.Path | None, status: int) -> int:
+    """After the run: report.json records the command's exit status, report.html is written,
+    and the verdict block ends the output.  `report_path`: the report this run wrote, if any."""
+    from ptlrpc_conformance.harness.outputs import report as report_module, verdict   # +60 ms
+    report = None
+    if report_path is not None:
+        try:
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            report = None
+    if report is not None:
+        report["exit_status"] = status
+        report_module.write(report, report_path)
+        _write_html(report_path)
+        if report.get("incomplete") and not (report.get("iut") or {}).get("start_failure"):
+            print(f"ptlrpc-conformance: the run stopped early ({report.get('incomplete_reason') or 'interrupted'}); "
+                  "the report is marked incomplete", file=sys.stderr)
+    elif status == EXIT_USAGE:
+        return status             # nothing ran: the usage error said it all
+    sys.stdout.flush()
+    print("\n".join(verdict.lines(report, status, report_path)), flush=True)
+    return status
+
+
+def _start_failure(args, report_path: pathlib.Path, status: int, why: str) -> int:
+    """The IUT could not start: report.json says so (`iut.start_failure`), no case ran."""
+    from ptlrpc_conformance.harness.outputs import report as report_module   # +60 ms
+    given = {o.config_dest: getattr(args, o.dest) for o in options.certify_options() if o.pytest}
+    profile = registry.profile(args.profile).name
+    doc = report_module.start_failure_document(
+        iut_spec=args.iut, message=why, exit_status=status, profile=profile, seed=args.seed,
+        user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}))
+    report_module.write(doc, report_path)
+    return _conclude(report_path, status)
+
+
+def _exit_status(rc: int, observer: "_Observer") -> int:
+    """The command's exit status from pytest's."""
     if observer.start_failure:
         return EXIT_IUT
-    if report_path.exists():
-        _write_html(report_path)
-        print(f"ptlrpc-conformance: report written to {report_path} (and report.html, junit.xml"
-              + (", reproducers/" if (out / "reproducers").is_dir() else "") + ")")
-        reason = _incomplete_reason(report_path)
-        if reason:
-            print(f"ptlrpc-conformance: the run stopped early ({reason}); the report is marked incomplete",
-                  file=sys.stderr)
     if rc == 0:
+        from ptlrpc_conformance.harness.verdicts.level import NOT_CERTIFIED
+        if getattr(observer, "level_status", None) == NOT_CERTIFIED:
+            return EXIT_NOT_CERTIFIED        # cases ran, but no MUST case applied
         return EXIT_OK
     if rc in (4, 5):          # usage error, or nothing selected
         if rc == 5:
@@ -218,21 +257,8 @@ def _certify(args) -> int:
     return EXIT_FAIL
 
 
-def _incomplete_reason(report_path: pathlib.Path) -> str | None:
-    try:
-        report = json.loads(report_path.read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(report, dict) or not report.get("incomplete"):
-        return None
-    return str(report.get("incomplete_reason") or "interrupted")
-
-
 def _write_html(report_path: pathlib.Path) -> None:
-    try:
-        from .harness import html
-    except ImportError:      # the HTML renderer is optional until it lands
-        return
+    from ptlrpc_conformance.harness.outputs import html                 # jinja2, the vectors: +200 ms
     report = json.loads(report_path.read_text())
     html.write(report, report_path.parent / "report.html")
 
@@ -249,30 +275,24 @@ def cmd_run(argv: list[str]) -> int:
 
 
 def cmd_list(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance list", description="Print the cases and their requirements, run nothing.")
-    p.add_argument("--requirement", action="append", default=[])
-    p.add_argument("--area", action="append", default=[])
-    p.add_argument("--level", choices=("MUST", "SHOULD", "MAY"), default=None)
-    p.add_argument("--profile", default=None)
-    p.add_argument("--vectors", action="append", default=[])
-    args = p.parse_args(argv)
-    import pytest
+    p = Parser(prog="ptlrpc-conformance list", description="Print the cases and their requirements, run nothing.")
+    options.add_arguments(p, options.command_options("list"))
+    return _list(p.parse_args(argv))
+
+
+def _list(args) -> int:
+    """`list`, and `certify --list` (whose other options are ignored)."""
+    import pytest                                                      # +170 ms
     suites = resources.files("ptlrpc_conformance.suites")
     pargs = ["-c", str(suites.joinpath("pytest.ini")), "--rootdir", str(suites), "--pyargs",
              "ptlrpc_conformance.suites", "--collect-only", "-qq", "--conformance-list"]
-    for opt in ("requirement", "area", "vectors"):
-        for v in getattr(args, opt):
-            pargs += [f"--conformance-{opt}", os.path.abspath(v) if opt == "vectors" else v]
-    if args.level:
-        pargs += ["--conformance-level", args.level]
-    if args.profile:
-        pargs += ["--conformance-profile", args.profile]
+    pargs += options.pytest_args(args, options.command_options("list"))
     rc = int(pytest.main(pargs))
     return EXIT_OK if rc == 0 else EXIT_USAGE
 
 
 def cmd_verify_report(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance verify-report",
+    p = Parser(prog="ptlrpc-conformance verify-report",
                 description="Re-run the command a report records and say whether the verdicts still agree.")
     p.add_argument("report", help="a report.json")
     args = p.parse_args(argv)
@@ -280,16 +300,22 @@ def cmd_verify_report(argv: list[str]) -> int:
         report = json.loads(pathlib.Path(args.report).read_text())
         command = report["reproduce"]
         before = {c["id"]: c["verdict"] for c in report["cases"]}
+        if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
+            raise ValueError("'reproduce' is not a list of arguments")
     except (OSError, ValueError, KeyError, TypeError) as e:
         print(f"ptlrpc-conformance verify-report: {args.report}: not a report with a reproducible command ({e})",
               file=sys.stderr)
         return EXIT_USAGE
-    import subprocess
-    import tempfile
+    # the command runs where the run ran: an `exec:./testee` or a relative path means what it meant then
+    cwd = (report.get("environment") or {}).get("cwd") or None
+    if cwd is not None and not pathlib.Path(cwd).is_dir():
+        print(f"ptlrpc-conformance verify-report: {args.report}: the run's working directory {cwd} "
+              "(environment.cwd) does not exist here", file=sys.stderr)
+        return EXIT_USAGE
     with tempfile.TemporaryDirectory() as tmp:
         argv2 = [sys.executable, "-m", "ptlrpc_conformance.cli"] + command[1:] + ["--out", tmp, "-q"]
-        print("verify-report: re-running " + " ".join(command), flush=True)
-        proc = subprocess.run(argv2, capture_output=True, text=True)
+        print(f"verify-report: re-running in {cwd or os.getcwd()}: {shlex.join(command)}", flush=True)
+        proc = subprocess.run(argv2, capture_output=True, text=True, cwd=cwd)
         try:
             again = json.loads((pathlib.Path(tmp) / "report.json").read_text())
         except (OSError, ValueError):
@@ -309,28 +335,43 @@ def cmd_verify_report(argv: list[str]) -> int:
 
 
 def _read_hex(text: str) -> bytes:
+    """The bytes of `decode`'s argument (hex, '-' for standard input, '@FILE'); whitespace
+    between digits is ignored.  ValueError says what is wrong: a character that is not a hex
+    digit (and where), or an odd number of digits."""
+    where = "the argument"
     if text == "-":
-        text = sys.stdin.read()
+        text, where = sys.stdin.read(), "standard input"
     elif text.startswith("@"):
-        text = pathlib.Path(text[1:]).read_text()
+        where = text[1:]
+        try:
+            text = pathlib.Path(where).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{where}: not a text file of hex digits") from None
     digits = "".join(text.split())
+    for i, ch in enumerate(digits):
+        if ch not in "0123456789abcdefABCDEF":
+            raise ValueError(f"{where}: {ch!r} at digit {i + 1} is not a hexadecimal digit")
+    if len(digits) % 2:
+        raise ValueError(f"{where}: an odd number of hex digits ({len(digits)}): "
+                         "every byte is two digits (a digit is missing, or one too many)")
     return bytes.fromhex(digits)
 
 
 def cmd_decode(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance decode",
+    p = Parser(prog="ptlrpc-conformance decode",
                 description="Print a message as a hex dump annotated with field names and offsets, "
                             "then what the IUT decodes it to.")
     p.add_argument("hex", help="the message as hex; '-' reads stdin, '@FILE' reads a file")
     p.add_argument("--direction", choices=("request", "reply"), default="request")
-    p.add_argument("--iut", default="reference")
-    p.add_argument("--iut-timeout", type=_positive_float, default=5.0)
+    options.add_arguments(p, options.command_options("decode"))
     args = p.parse_args(argv)
-    from .harness import hexdump
     try:
         data = _read_hex(args.hex)
-    except (ValueError, OSError) as e:
+    except ValueError as e:
         print(f"ptlrpc-conformance decode: not hex: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as e:
+        print(f"ptlrpc-conformance decode: cannot read {args.hex[1:]}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
     print(f"{len(data)} bytes, annotated by the suite's own layout walker:")
     print(hexdump.render(data, limit=1 << 30))
@@ -338,7 +379,6 @@ def cmd_decode(argv: list[str]) -> int:
     if status is not None:
         return status
     with adapter:
-        from .harness.adapter import NotApplicable
         try:
             outcome = adapter.call({"op": "decode", "data": data.hex(), "direction": args.direction})
         except NotApplicable as e:
@@ -352,12 +392,13 @@ def cmd_decode(argv: list[str]) -> int:
 
 
 def cmd_lint_vectors(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance lint-vectors",
+    p = Parser(prog="ptlrpc-conformance lint-vectors",
                 description="Check vector files; every problem is reported with file, vector id and field.")
     p.add_argument("paths", nargs="*", help="vector files or directories (default: the bundled vectors)")
     args = p.parse_args(argv)
-    from .harness import scenario
-    from .harness.vectors import VectorError, bundled_files, load_file, user_files
+    from ptlrpc_conformance.harness.data.vectors import (                # jsonschema: +130 ms
+        VectorError, bundled_files, load_file, user_files)
+    from ptlrpc_conformance.harness.ost import scenario                  # the vectors, ost/: +200 ms
     problems: list[str] = []
     count = scenarios = 0
     try:
@@ -383,51 +424,65 @@ def cmd_lint_vectors(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def exercised() -> dict[str, set[str]]:
-    """requirement id -> the case ids that exercise it (vectors, derived cases, declared
-    property and protocol cases), without running anything."""
-    import inspect
+class _CaseCollector:
+    """A pytest plugin that keeps, once the cases are collected (and declared by the plugin),
+    each case id with the requirements it lists."""
 
-    from .harness import scenario
-    from .harness.derive import derive
-    from .harness.vectors import load_all
-    from .suites import test_properties, test_protocol, test_recovery, test_structs, test_target
+    def __init__(self):
+        self.cases: dict[str, list[str]] = {}
+
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            props = dict(item.user_properties)
+            if "case_id" in props:
+                self.cases[props["case_id"]] = [r for r in props["requirements"].split(",") if r]
+
+
+def collected_cases(profile: str | None = None) -> dict[str, list[str]]:
+    """Every case a certification run would run, with the requirements it lists: collected by
+    pytest from the suites, exactly as `certify` and `list` collect them."""
+    import contextlib
+    import io
+
+    import pytest                                                      # +170 ms
+    suites = resources.files("ptlrpc_conformance.suites")
+    pargs = ["-c", str(suites.joinpath("pytest.ini")), "--rootdir", str(suites), "--pyargs",
+             "ptlrpc_conformance.suites", "--collect-only", "-qq", "-p", "no:cacheprovider"]
+    if profile:
+        pargs += ["--conformance-profile", profile]
+    plugin = _CaseCollector()
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        rc = int(pytest.main(pargs, plugins=[plugin]))
+    if rc != 0:
+        raise RuntimeError(f"the cases could not be collected (pytest exit status {rc}):\n{output.getvalue()[-2000:]}")
+    return plugin.cases
+
+
+def exercised(profile: str | None = None) -> dict[str, set[str]]:
+    """requirement id -> the ids of the collected cases that list it (collected_cases)."""
     out: dict[str, set[str]] = {}
-    for s in scenario.load_all():
-        for r in s.requirements:
-            out.setdefault(r, set()).add(f"{s.id}.exchange")
-    vectors = load_all()
-    for v in vectors:
-        for r in v.requirements:
-            out.setdefault(r, set()).add(f"{v.id}.decode")
-            if v.verdict == "valid":
-                out.setdefault("STRUCT-TRUNC-1" if v.op == "decode_struct" else r, set()).add(f"{v.id}.cut.decode")
-    for c in derive([v for v in vectors if v.op == "decode"]):
-        for r in c.requirements:
-            out.setdefault(r, set()).add(c.id)
-    for case in test_protocol.ENCODE_REFUSALS:
-        out.setdefault("ENC-REJECT-1", set()).add(case)
-    for module in (test_properties, test_protocol, test_structs, test_target, test_recovery):
-        for _, fn in inspect.getmembers(module, inspect.isfunction):
-            for mark in getattr(fn, "pytestmark", []):
-                if mark.name == "conformance":
-                    for r in mark.kwargs["requirements"]:
-                        out.setdefault(r, set()).add(mark.kwargs["case"])
+    for case, reqs in collected_cases(profile).items():
+        for r in reqs:
+            out.setdefault(r, set()).add(case)
     return out
 
 
 def cmd_requirements(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance requirements",
+    p = Parser(prog="ptlrpc-conformance requirements",
                 description="List the requirement registry and how many cases exercise each requirement.")
-    p.add_argument("--profile", default=None)
+    options.add_arguments(p, options.command_options("requirements"))
     args = p.parse_args(argv)
-    from .harness import registry
     try:
         prof = registry.profile(args.profile).name
     except registry.RegistryError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE
-    cases = exercised()
+    try:
+        cases = exercised(prof)
+    except RuntimeError as e:
+        print(f"ptlrpc-conformance requirements: {e}", file=sys.stderr)
+        return EXIT_USAGE
     reqs = [r for r in registry.requirements().values() if r.in_profile(prof)]
     for r in reqs:
         print(f"{r.id:<16} {r.level:<6} cases={len(cases.get(r.id, ())):<5} {r.statement}")
@@ -440,18 +495,15 @@ def cmd_requirements(argv: list[str]) -> int:
 
 
 def cmd_export(argv: list[str]) -> int:
-    p = _Parser(prog="ptlrpc-conformance export",
+    p = Parser(prog="ptlrpc-conformance export",
                 description="Write every data case - hand-written vectors and the variants derived from them - "
                             "for consumers in other languages.")
     p.add_argument("--format", choices=("json",), default="json")
     p.add_argument("--out", default="-", help="file to write (default: standard output)")
-    p.add_argument("--profile", default=None)
-    p.add_argument("--vectors", action="append", default=[], metavar="DIR")
+    options.add_arguments(p, options.command_options("export"))
     args = p.parse_args(argv)
-    from . import __version__
-    from .harness import registry
-    from .harness.derive import derive
-    from .harness.vectors import VectorError, load_all
+    from ptlrpc_conformance.harness.data.vectors import VectorError, load_all   # jsonschema: +130 ms
+    from ptlrpc_conformance.harness.verdicts.derive import derive         # the vectors, model: +180 ms
     try:
         prof = registry.profile(args.profile).name
         vectors = [v.for_profile(prof) for v in load_all(args.vectors)]
@@ -470,7 +522,7 @@ def cmd_export(argv: list[str]) -> int:
             out["expect"] = v.expect
             out["canonical"] = v.canonical
         if v.verdict == "invalid":
-            out["errno"] = "any" if v.any_errno else list(v.errno)
+            out["errno"] = "any" if v.any_errno else list(v.accepted_errnos)
         if derived_from:
             out["derived_from"] = derived_from
         return out
@@ -492,14 +544,13 @@ def cmd_export(argv: list[str]) -> int:
 
 def cmd_check_trace(argv: list[str]) -> int:
     """Check the target invariants over a recorded exchange; one line per violation."""
-    p = _Parser(prog="ptlrpc-conformance check-trace",
+    p = Parser(prog="ptlrpc-conformance check-trace",
                 description="Check a recorded exchange with a target (JSON Lines records "
                             "{client, xid, request, reply}, or a pcap of LNet over TCP) against the "
                             "target invariants of docs/target-rules.md.")
     p.add_argument("file")
     p.add_argument("--json", action="store_true", help="print violations as JSON Lines")
     args = p.parse_args(argv)
-    from .harness import trace
     try:
         records = trace.read(args.file)
     except trace.TraceError as e:
@@ -519,20 +570,20 @@ def cmd_check_trace(argv: list[str]) -> int:
 
 
 def cmd_bench(argv: list[str]) -> int:
-    """Throughput of the harness and of IUTs on this machine (harness/bench.py)."""
-    from .harness import bench
+    """Throughput of the harness and of IUTs on this machine (harness/tools/bench.py)."""
+    from ptlrpc_conformance.harness.tools import bench      # with the vectors (jsonschema): +200 ms
     return bench.main(argv)
 
 
 def cmd_mutants(argv: list[str]) -> int:
-    """The suite against every mutant of the reference, with the mutation score (harness/mutation.py)."""
-    from .harness import mutation
+    """The suite against every mutant of the reference, with the mutation score (harness/tools/mutation.py)."""
+    from ptlrpc_conformance.harness.tools import mutation   # with the mutants and registry: +90 ms
     return mutation.main(argv)
 
 
 def cmd_certification_doc(argv: list[str]) -> int:
-    """A Markdown certification document from a report.json (harness/certdoc.py)."""
-    from .harness import certdoc
+    """A Markdown certification document from a report.json (harness/outputs/certdoc.py)."""
+    from ptlrpc_conformance.harness.outputs import certdoc  # with report.py and pytest: +155 ms
     return certdoc.main(argv)
 
 
@@ -542,7 +593,6 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.strip())
         return EXIT_OK
     if argv and argv[0] == "--version":
-        from . import __version__
         print(f"ptlrpc-conformance {__version__}")
         return EXIT_OK
     command = "certify"

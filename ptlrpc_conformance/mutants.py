@@ -97,6 +97,30 @@ def _reject_nonzero_secflvr(st) -> None:
         st.reject("EINVAL", f"lm_secflvr {st.header['lm_secflvr']:#x} is not SPTLRPC_FLVR_NULL")
 
 
+def _buflens_unbounded(st) -> None:
+    """(a bug) each lm_buflens[] is checked for a rounding that wraps, never against
+    PTLRPC_MAX_BUFLEN."""
+    base = st.config.header_layout.field("lm_buflens").offset
+    st.buflens = [st.u32(base + 4 * i) for i in range(st.bufcount)]
+    for i, n in enumerate(st.buflens):
+        if _codec.round_up(n, st.config.alignment) > 0xFFFFFFFF:
+            st.reject("EINVAL", f"lm_buflens[{i}] = {n:#x} wraps past 2^32 when rounded up")
+
+
+def _total_in_32_bits(st) -> None:
+    """(a bug) header and rounded buffers summed in 32-bit arithmetic, as C code with a __u32
+    total would: a huge buffer length wraps the sum, which then fits the message."""
+    offset = st.header_size
+    st.offsets = []
+    for n in st.buflens:
+        st.offsets.append(offset)
+        offset = (offset + _codec.round_up(n, st.config.alignment)) & 0xFFFFFFFF
+    if offset > len(st.data):
+        st.reject("EINVAL", f"header and buffers need {offset} bytes, message has {len(st.data)}")
+    if offset > st.config.max_buflen:
+        st.reject("EINVAL", f"message needs {offset} bytes, more than PTLRPC_MAX_BUFLEN")
+
+
 def _reject_nonzero_pad(st) -> None:
     """(a bug) pad bytes must be zero."""
     base = st.config.header_layout.field("lm_buflens").offset + 4 * st.bufcount
@@ -219,8 +243,13 @@ MUTANTS: list[Mutant] = [
     _m("buflens_room_efault", "a message too short for lm_buflens[] is rejected with EFAULT, not EINVAL",
        "HDR-BUFLENS-1", F, cc(decode_checks=_checks(
            wrap={_codec.check_buflens_room: _errno_is(_codec.check_buflens_room, "EFAULT")}))),
-    _m("buflen_max_off_by_8", "PTLRPC_MAX_BUFLEN taken one alignment step too big (1024008)",
-       "HDR-BUFLEN-1", F, cc(max_buflen=_MAX_BUFLEN + 8)),
+    _m("buflen_max_off_by_8", "PTLRPC_MAX_BUFLEN taken one alignment step too big (1024008): a message of "
+       "1024008 bytes passes (no single buffer can exceed the limit and still fit)",
+       "HDR-TOTAL-1", F, cc(max_buflen=_MAX_BUFLEN + 8)),
+    _m("buflen_unbounded_total_wraps", "a buffer length is checked for wrapping, not against PTLRPC_MAX_BUFLEN, "
+       "and the total is summed in 32 bits: 0xFFFFFFF8 wraps the sum and passes",
+       "HDR-BUFLEN-1", F, cc(decode_checks=_checks(
+           wrap={_codec.check_buflens: _buflens_unbounded, _codec.check_total: _total_in_32_bits}))),
     _m("buflen_wrap_accepted", "a buflen of 0xFFFFFFF9..0xFFFFFFFF wraps to 0 when rounded and is accepted",
        "HDR-BUFLEN-2", F, cc(reject_wrapped_buflen=False)),
     _m("total_ignores_last_pad", "the total-length check does not require the last buffer's pad",

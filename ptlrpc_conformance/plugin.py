@@ -7,64 +7,31 @@ written only with --conformance-report, the preflight runs only with an explicit
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
 import time
 
 import pytest
 
-from .harness.registry import CASE_ID, REQUIREMENT_ID
+# All at the top: pytest_configure registers fixtures.core and the report's Collector in every
+# pytest run anyway, so a run of another project loads only gate and options more (+6 ms CPU).
+from ptlrpc_conformance.fixtures import core
+from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, expand_case_ids, requirements
+from ptlrpc_conformance.harness import options
+from ptlrpc_conformance.harness.options import BY_DEST, add_pytest_options
+from ptlrpc_conformance.harness.outputs import gate
+from ptlrpc_conformance.harness.outputs.report import Collector
+from ptlrpc_conformance.harness.runstate import (
+    CLI_RUN, COLLECTOR, HELLO, IUT_START_FAILURE, SMOKE, STOP_REASON, WORKER_USAGE_ERROR)
+from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
+from ptlrpc_conformance.harness.transport.loader import load_adapter
 
 MARKER = "conformance"
 
-IUT_START_FAILURE = pytest.StashKey[str]()
-HELLO = pytest.StashKey[dict]()
-COLLECTOR = pytest.StashKey[object]()
-SMOKE = pytest.StashKey[list]()
-STOP_REASON = pytest.StashKey[str]()
-DEFAULT_SEED = 20261122
-
 
 def pytest_addoption(parser):
-    g = parser.getgroup("ptlrpc-conformance", "PtlRPC conformance suite")
-    g.addoption("--iut", default=None, metavar="SPEC",
-                help="implementation under test: reference (default), python:package.module:factory, exec:COMMAND")
-    g.addoption("--iut-timeout", type=float, default=5.0, metavar="SECONDS",
-                help="per-call timeout for exec: testees (default 5)")
-    g.addoption("--conformance-profile", default=None, metavar="NAME",
-                help="profile the verdicts follow (default: the current Lustre code, lustre-2.17.57)")
-    g.addoption("--conformance-vectors", action="append", default=[], metavar="DIR",
-                help="add the vector files of DIR (or one file) to the run; may be repeated")
-    g.addoption("--ignore-errno-class", action="store_true", default=False,
-                help="judge rejections by accept/reject only; errno classes are reported, not judged")
-    g.addoption("--conformance-seed", type=int, default=DEFAULT_SEED, metavar="N",
-                help=f"seed of the property tests (default {DEFAULT_SEED}); recorded in the report")
-    g.addoption("--conformance-examples", type=int, default=200, metavar="N",
-                help="examples per property test (default 200)")
-    g.addoption("--conformance-report", default=None, metavar="FILE",
-                help="write a report.json of the run to FILE (reproducers of failures beside it)")
-    g.addoption("--known-failures", default=None, metavar="FILE",
-                help="regression gate: fail on failures not in FILE, and on entries of FILE that no longer fail")
-    g.addoption("--update-known-failures", nargs="?", const="tighten", default=None,
-                choices=("tighten", "loosen"),
-                help="rewrite --known-failures FILE: drop stale entries, record signatures (tighten, the default); "
-                     "'loosen' also adds the new failures")
-    g.addoption("--conformance-requirement", action="append", default=[], metavar="ID",
-                help="only the cases that check requirement ID (repeatable)")
-    g.addoption("--conformance-area", action="append", default=[], metavar="AREA",
-                help="only the cases of AREA, the first segment of the case id (repeatable)")
-    g.addoption("--conformance-level", default=None, choices=("MUST", "SHOULD", "MAY"),
-                help="only the cases that check a requirement of this level")
-    g.addoption("--conformance-case", action="append", default=[], metavar="CASE-ID",
-                help="only this case (exact id; repeatable)")
-    g.addoption("--conformance-list", action="store_true", default=False,
-                help="print the selected cases with their requirements instead of running them")
-    g.addoption("--iut-io-log", default=None, metavar="FILE",
-                help="record every protocol line exchanged with the IUT in FILE")
-    g.addoption("--conformance-max-fail", type=int, default=None, metavar="N",
-                help="stop the run after N cases failed or hit IUT trouble (crash, hang, garbage); "
-                     "failures the --known-failures file lists do not count. The report is marked incomplete")
-    g.addoption("--conformance-time-budget", type=float, default=None, metavar="SECONDS",
-                help="stop the run once SECONDS have passed (checked after each case). "
-                     "The report is marked incomplete")
+    add_pytest_options(parser.getgroup("ptlrpc-conformance", "PtlRPC conformance suite"))
 
 
 def pytest_configure(config):
@@ -73,10 +40,8 @@ def pytest_configure(config):
         f"{MARKER}(case, requirements, area=None): a conformance case with its declared case id and the "
         "requirement ids it checks")
     if not config.pluginmanager.has_plugin("ptlrpc_conformance.fixtures.core"):
-        from .fixtures import core
         config.pluginmanager.register(core, "ptlrpc_conformance.fixtures.core")
     if not hasattr(config, "workerinput"):
-        from .harness.report import Collector
         collector = Collector(config)
         config.stash[COLLECTOR] = collector
         config.pluginmanager.register(collector, "ptlrpc_conformance.report")
@@ -90,6 +55,25 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--conformance-time-budget {budget:g}: must be a positive number of seconds")
     if max_fail is not None or budget is not None:
         config.pluginmanager.register(RunLimits(config, max_fail, budget), "ptlrpc_conformance.limits")
+    if not hasattr(config, "workerinput"):
+        problems = _input_problems(config)
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
+
+
+def _input_problems(config) -> list[str]:
+    """The files and ids a run names, checked before anything runs (harness/options.py); the
+    command line has checked the same under its own option names before it starts pytest."""
+    problems = []
+    for dest, option, parents in (("conformance_report", "--conformance-report", True),
+                                  ("iut_io_log", "--iut-io-log", False)):
+        if config.getoption(dest):
+            problems += options.writable_file(config.getoption(dest), option, make_parents=parents)
+    problems += options.known_failures(config.getoption("known_failures"), config.getoption("update_known_failures"))
+    problems += options.requirement_ids(config.getoption("conformance_requirement"), "--conformance-requirement")
+    if config.getoption("conformance_vectors"):
+        problems += options.vector_files(config.getoption("conformance_vectors"))
+    return problems
 
 
 class RunLimits:
@@ -125,7 +109,6 @@ class RunLimits:
         path = self.config.getoption("known_failures")
         if not path or self.max_fail is None:
             return []
-        from .harness import gate
         try:
             return gate.load(path)
         except gate.GateError:      # reported by the gate at the end; count every failure meanwhile
@@ -138,7 +121,6 @@ class RunLimits:
     def pytest_configure_node(self, node):
         """xdist controller: every worker stops at the same deadline, and when told to."""
         if self.stop_file is None:
-            import tempfile
             self.stop_file = os.path.join(tempfile.mkdtemp(prefix="ptlrpc-conformance-"), "stop")
         node.workerinput["conformance_started"] = self.started
         node.workerinput["conformance_deadline"] = self.deadline
@@ -146,7 +128,6 @@ class RunLimits:
 
     def pytest_unconfigure(self, config):
         if self.stop_file and not self.is_worker:
-            import shutil
             shutil.rmtree(os.path.dirname(self.stop_file), ignore_errors=True)
 
     @pytest.hookimpl(wrapper=True)
@@ -173,9 +154,8 @@ class RunLimits:
             self.stop(reason or "stopped by the controller")
         return result
 
-    def _known(self, case: str, requirements: list) -> bool:
-        from .harness import gate
-        return any(gate.matches(e.id, case, requirements) for e in self.known)
+    def _known(self, case: str, case_requirements: list) -> bool:
+        return any(gate.matches(e.id, case, case_requirements) for e in self.known)
 
     def stop(self, reason: str) -> None:
         session = self.session
@@ -195,19 +175,6 @@ class RunLimits:
                 pass
 
 
-def stop_reason(session, exitstatus) -> str | None:
-    """Why a run ended early: a limit, xdist's reason, or an interruption (Ctrl-C)."""
-    config = session.config
-    reason = config.stash.get(STOP_REASON, None)
-    dsession = config.pluginmanager.getplugin("dsession")
-    for candidate in (reason, session.shouldstop, session.shouldfail, getattr(dsession, "shouldstop", None)):
-        if candidate and isinstance(candidate, str):
-            return candidate
-    if exitstatus == pytest.ExitCode.INTERRUPTED:
-        return "interrupted"
-    return None
-
-
 def pytest_sessionstart(session):
     """Preflight on the controller: start the IUT once and read its hello, so that an IUT
     that cannot start ends the run with exit status 3 before any case runs."""
@@ -216,7 +183,6 @@ def pytest_sessionstart(session):
         return
     if config.getoption("iut") is None and not config.getoption("conformance_report"):
         return
-    from .harness.adapter import IUTStartError, UsageError, load_adapter
     spec = config.getoption("iut") or "reference"
     try:
         adapter = load_adapter(spec, timeout=config.getoption("iut_timeout"))
@@ -227,6 +193,9 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(str(e)) from None
     except IUTStartError as e:
         config.stash[IUT_START_FAILURE] = str(e)
+        collector = config.stash.get(COLLECTOR, None)
+        if collector is not None:       # pytest.exit here skips pytest_sessionfinish: report now
+            collector.write_start_failure(session, 3)
         pytest.exit(f"the IUT could not start: {e}", returncode=3)
 
 
@@ -261,14 +230,19 @@ def pytest_collection_modifyitems(session, config, items):
         seen[case] = item.nodeid
         if not reqs or not all(isinstance(r, str) and REQUIREMENT_ID.match(r) for r in reqs):
             problems.append(f"{item.nodeid}: case {case} names no valid requirement ids ({reqs!r})")
+        else:
+            path, line, _ = item.location
+            problems += options.marker_requirements(f"{path}:{(line or 0) + 1}", case, reqs)
         item.extra_keyword_matches.add(case)   # so that -k selects by case id
         item.user_properties.append(("case_id", case))
         item.user_properties.append(("requirements", ",".join(reqs)))
     if problems:
-        raise pytest.UsageError("conformance case declarations are broken:\n  " + "\n  ".join(problems))
+        return _usage_error(config, items, "conformance case declarations are broken:\n  " + "\n  ".join(problems))
+    problems = _selection_problems(config, seen)
+    if problems:
+        return _usage_error(config, items, "\n".join(problems))
     _select(config, items)
     if config.getoption("conformance_list"):
-        from .harness.registry import requirements
         known = requirements()
         tw = config.get_terminal_writer()
         for item in items:
@@ -281,13 +255,66 @@ def pytest_collection_modifyitems(session, config, items):
         config.option.collectonly = True
 
 
+USAGE_ERROR = "conformance_usage_error"       # an xdist worker's usage error, for the controller
+
+
+def _usage_error(config, items, message: str) -> None:
+    """A usage error found in collection: raised, or on an xdist worker (where an exception
+    ends in an internal error) handed to the controller with no case left to run."""
+    if not hasattr(config, "workerinput"):
+        raise pytest.UsageError(message)
+    config.workeroutput[USAGE_ERROR] = message
+    config.hook.pytest_deselected(items=list(items))
+    items[:] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """xdist controller: a worker's usage error ends the run as one (see pytest_sessionfinish)."""
+    message = (getattr(node, "workeroutput", None) or {}).get(USAGE_ERROR)
+    if message:
+        node.config.stash[WORKER_USAGE_ERROR] = message
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionfinish(session):
+    message = session.config.stash.get(WORKER_USAGE_ERROR, None)
+    if message:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        print(f"ERROR: {message}", file=sys.stderr)
+    return (yield)
+
+
+def _option_name(config, dest: str) -> str:
+    """An option as the user spelled it: the command line's name in a run it started."""
+    option = BY_DEST[dest]
+    by_cli = config.stash.get(CLI_RUN, False) or (getattr(config, "workerinput", None) or {}).get("conformance_cli")
+    return option.cli[0] if by_cli else option.pytest
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller: the workers name options as the user did (see _option_name)."""
+    node.workerinput["conformance_cli"] = bool(node.config.stash.get(CLI_RUN, False))
+
+
+def _selection_problems(config, case_ids) -> list[str]:
+    """--conformance-case and --conformance-area name cases and areas of the run (known ids
+    before the selection; a renamed case id is known)."""
+    cases, areas = config.getoption("conformance_case"), config.getoption("conformance_area")
+    if not (cases or areas):
+        return []
+    return options.selection(cases, areas, case_ids, _option_name(config, "case"), _option_name(config, "area"))
+
+
 def _select(config, items) -> None:
-    """--conformance-requirement / -area / -level / -case: keep only the matching cases."""
+    """--conformance-requirement / -area / -level / -case: keep only the matching cases (an
+    old, renamed case id selects the cases that replaced it: spec/case_aliases.yaml)."""
     reqs, areas, level, cases = (config.getoption("conformance_requirement"), config.getoption("conformance_area"),
                                  config.getoption("conformance_level"), config.getoption("conformance_case"))
     if not (reqs or areas or level or cases):
         return
-    from .harness.registry import requirements
+    cases = set(expand_case_ids(cases))
     known = requirements()
     keep, drop = [], []
     for item in items:
@@ -306,5 +333,4 @@ def _select(config, items) -> None:
 
 
 def pytest_generate_tests(metafunc):
-    from .fixtures.core import generate_vector_cases
-    generate_vector_cases(metafunc)
+    core.generate_vector_cases(metafunc)

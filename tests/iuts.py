@@ -1,37 +1,40 @@
-"""Deliberately broken implementations for the project's own tests, each breaking one rule.
+"""Implementations for the project's own tests that misbehave in ways no mutant models: a
+decoder that raises, a wrong hello, errno classes renamed, garbled results, a decode-only
+testee, and the broken targets.  The broken codecs, one bug each, are the mutant zoo
+(ptlrpc_conformance/mutants.py); the few other tests load by name here are aliases of it.
 
 Every one is the reference testee built with a different configuration (the injection
-seam of reference.codec.CodecConfig): no monkeypatching, no copies.
+seams of reference.codec.CodecConfig and TargetConfig): no monkeypatching, no copies.
 Load them with --iut python:iuts:NAME (tests/ on sys.path).
 """
-from ptlrpc_conformance.reference import CodecConfig, make_testee
-
-BASE = CodecConfig()
-
-
-def accepts_bufcount_zero():
-    """lm_bufcount 0 is let through the bufcount check (HDR-BUFCOUNT-1)."""
-    return make_testee(BASE.but(min_bufcount=0), name="broken: accepts bufcount 0")
-
-
-def no_header_pad():
-    """Header size 32 + 4*bufcount, never rounded up to 8 (PAD-HEADER-1), on decode and encode."""
-    return make_testee(BASE.but(pad_header=False), name="broken: no odd-bufcount header pad")
-
-
-def swabbed_magic_unknown():
-    """A byte-swapped magic is not recognised, so foreign-endian peers are refused (HDR-MAGIC-2)."""
-    return make_testee(BASE.but(magic_swabbed=None), name="broken: swabbed magic unknown")
-
-
-def accepts_151_byte_body():
-    """Buffer 0 of 151 bytes is accepted as a ptlrpc_body (BODY-SIZE-1)."""
-    return make_testee(BASE.but(min_body=151), name="broken: 151-byte body accepted")
+from ptlrpc_conformance.reference import make_testee
 
 
 def decode_only():
     """A correct decoder that declares no encode capability: encode cases are not applicable."""
     return make_testee(capabilities=("decode",), name="decode only")
+
+
+def no_capabilities():
+    """A testee that declares no capability: it answers the testee protocol, nothing else."""
+    return make_testee(capabilities=(), name="no capabilities")
+
+
+class WithoutChecksum:
+    """A correct decoder (decode only) that leaves the optional `computed_cksum` out of its results."""
+
+    def __init__(self):
+        self.inner = make_testee(capabilities=("decode",), name="decode only, no computed_cksum")
+
+    def handle(self, request):
+        response = self.inner.handle(request)
+        if request.get("op") == "decode" and response.get("ok"):
+            response["result"].pop("computed_cksum", None)
+        return response
+
+
+def decode_only_without_cksum():
+    return WithoutChecksum()
 
 
 class Raises:
@@ -57,42 +60,15 @@ def bad_hello():
     return BadHello()
 
 
-# ---- one broken implementation per rule family (framing) -----------------------------------
-import zlib  # noqa: E402
+# ---- broken codecs: the mutant zoo's (ptlrpc_conformance/mutants.py), kept in one place ------
+# Tests import the zoo from there; these names are the ones other tests load as python:iuts:NAME.
+from ptlrpc_conformance import mutants as _zoo  # noqa: E402
 
-from ptlrpc_conformance.reference.codec import check_magic, check_version  # noqa: E402
-
-
-def _without(*checks):
-    return tuple(c for c in BASE.decode_checks if c not in checks)
-
-
-FAMILIES = {
-    # name: (configuration changes, what it gets wrong)
-    "magic_unchecked": (dict(decode_checks=_without(check_magic)), "any magic is accepted"),
-    "bufcount_max_31": (dict(max_bufcount=31), "the seed's limit of 31 buffers"),
-    "buflen_unrounded": (dict(round_buflens=False), "buffers placed without rounding lengths up to 8"),
-    "buflen_max_off_by_8": (dict(max_buflen=BASE.max_buflen + 8), "PTLRPC_MAX_BUFLEN one step too big"),
-    "wrap_accepted": (dict(reject_wrapped_buflen=False), "buflens whose rounding wraps are accepted"),
-    "encoder_pad_ff": (dict(pad_byte=0xFF), "the encoder pads with 0xFF"),
-    "encoder_no_buffer_pad": (dict(pad_buffers=False), "the encoder does not pad buffers"),
-    "encoder_padded_buflens": (dict(encode_padded_buflens=True), "the encoder writes rounded buflens"),
-    "swabs_handle": (dict(unswabbed=BASE.unswabbed - {"pb_handle"}), "pb_handle is byte-swapped"),
-    "no_swab_transno": (dict(unswabbed=BASE.unswabbed | {"pb_transno"}), "pb_transno is not byte-swapped"),
-    "no_swab_padding_3": (dict(unswabbed=BASE.unswabbed - {"lm_padding_3"}), "lm_padding_3 is byte-swapped"),
-    "version_unchecked": (dict(decode_checks=_without(check_version)), "pb_version is not checked"),
-    "reply_accepts_request_type": (dict(reply_types=BASE.reply_types | {4711}), "a reply may be a REQUEST"),
-    "cksum_final_inversion": (dict(cksum=lambda b: zlib.crc32(b)), "the checksum is inverted at the end"),
-}
-
-
-def family(name):
-    changes, what = FAMILIES[name]
-    return make_testee(BASE.but(**changes), name=f"broken: {what}")
-
-
-for _name in FAMILIES:
-    globals()[_name] = (lambda n: lambda: family(n))(_name)
+ZOO_NAMES = {"no_header_pad": "no_header_pad", "accepts_151_byte_body": "body_151_accepted",
+             "magic_unchecked": "magic_unchecked", "encoder_pad_ff": "encoder_pad_ff",
+             "cksum_final_inversion": "cksum_final_inversion"}
+for _name, _id in ZOO_NAMES.items():
+    globals()[_name] = _zoo.BY_ID[_id].factory
 
 
 class RenamesErrors:
@@ -119,44 +95,29 @@ def ebadmsg_agnostic():
     return RenamesErrors(declares_agnostic=True)
 
 
-# ---- broken structure codecs -------------------------------------------------------------------
-import copy  # noqa: E402
+class ClientErrnos:
+    """A correct decoder that reports every rejected *reply* as EPROTO, as a Lustre client does
+    (do_cli_unwrap_reply / after_reply): framing must pass (docs/target-rules.md section 9).
+    With `requests_too`, requests get EPROTO as well: that breaks the request errno classes."""
 
-from ptlrpc_conformance.reference.structs import StructConfig  # noqa: E402
+    def __init__(self, requests_too=False):
+        self.inner = make_testee(name="EPROTO for rejected replies")
+        self.requests_too = requests_too
 
-SBASE = StructConfig()
-
-
-def _shifted_layouts():
-    table = copy.deepcopy(SBASE.layouts)
-    for f in table["structs"]["obdo"]["fields"]:
-        if f["name"] == "o_size":
-            f["offset"] += 8          # o_size read where o_mtime is
-    return table
-
-
-def _valid_bits_with_extra_bit():
-    table = copy.deepcopy(SBASE.valid_bits)
-    table["obdo"]["fields"]["o_size"].append(["OBD_MD_FLID", 1])   # o_size reported under FLID
-    return table
+    def handle(self, request):
+        response = self.inner.handle(request)
+        reply = request.get("op") == "decode" and request.get("direction") == "reply"
+        if not response["ok"] and response["error"] in ("EINVAL", "EFAULT") and (reply or self.requests_too):
+            response["error"] = "EPROTO"
+        return response
 
 
-STRUCT_FAMILIES = {
-    "struct_field_shifted": (dict(layouts=_shifted_layouts()), "obdo.o_size read 8 bytes too far"),
-    "struct_union_misread": (dict(union_choice="oi"), "ost_id always swabbed as {oi_id, oi_seq}"),
-    "struct_clear_bit_valid": (dict(valid_bits=_valid_bits_with_extra_bit()), "o_size valid under FLID"),
-    "struct_unknown_bits_dropped": (dict(drop_unknown_valid_bits=True), "unknown o_valid bits dropped"),
-    "struct_encoder_sets_every_bit": (dict(auto_valid_all=True), "omitted o_valid becomes every known bit"),
-}
+def client_errnos():
+    return ClientErrnos()
 
 
-def struct_family(name):
-    changes, what = STRUCT_FAMILIES[name]
-    return make_testee(name=f"broken: {what}", struct_config=SBASE.but(**changes))
-
-
-for _name in STRUCT_FAMILIES:
-    globals()[_name] = (lambda n: lambda: struct_family(n))(_name)
+def eproto_everywhere():
+    return ClientErrnos(requests_too=True)
 
 
 class Garbles:

@@ -5,9 +5,10 @@ import sys
 import pytest
 
 from conftest import TESTS
-from ptlrpc_conformance.harness.adapter import (ExecAdapter, InProcessAdapter, NotApplicable, UsageError,
-                                                load_adapter)
-from ptlrpc_conformance.harness.vectors import load_all
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, NotApplicable, UsageError
+from ptlrpc_conformance.harness.transport.exec import ExecAdapter
+from ptlrpc_conformance.harness.transport.loader import load_adapter
+from ptlrpc_conformance.harness.data.vectors import load_all
 
 HOSTILE = [sys.executable, str(TESTS / "testees" / "hostile.py")]
 VECTORS = {v.id: v for v in load_all() if v.op == "decode"}

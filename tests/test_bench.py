@@ -1,6 +1,10 @@
 """`ptlrpc-conformance bench --quick` runs every section and prints its figures (the
-figures themselves are not judged: this is a smoke test of the command)."""
+figures themselves are not judged: this is a smoke test of the command).  The bench skips,
+with the reason, a section whose tool is missing; the project's tests have the tools
+(conftest.require_tool), so the full run must measure every section, and the skipped rows are
+checked with the tools hidden from PATH."""
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,12 +15,18 @@ import pytest
 from conftest import ROOT
 
 
-def test_bench_quick_prints_every_section(tmp_path):
+def _c_testee_sources(tmp_path):
     src = tmp_path / "c-testee"      # a private build: never races the C testee's own tests
     src.mkdir()
     for f in (ROOT / "examples" / "c-testee").iterdir():
         if f.suffix in (".c", ".h") or f.name == "Makefile":
             shutil.copy(f, src / f.name)
+    return src
+
+
+@pytest.mark.needs_tool("cc", "make", "tshark")
+def test_bench_quick_prints_every_section(tmp_path):
+    src = _c_testee_sources(tmp_path)
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--json", str(out),
                            "--c-testee", str(src)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
@@ -31,17 +41,11 @@ def test_bench_quick_prints_every_section(tmp_path):
                   "C example \\(examples/c-testee\\)"):
         row = re.search(rf"^  {label} +(.*)$", text, re.M)
         assert row, label
-        if shutil.which("cc") and shutil.which("make") or "C example" not in label:
-            assert re.fullmatch(rf"{rate} +{rate} +[\d.]+x +\d+%", row.group(1)), row.group(0)
-        else:
-            assert row.group(1).startswith("skipped: ")
-    tshark = text.split("[tshark]")[1].split("[suite]")[0]
-    if shutil.which("tshark"):          # installed: the section must measure, never skip
-        assert re.search(rf"adapter \(tshark\): {rate} one at a time, {rate} pipelined", tshark), tshark
-        assert re.search(rf"tshark's own rate: {rate} \(\d+ messages in one capture, start-up [\d.]+ s "
-                         r"subtracted\); the adapter reaches \d+% of it", tshark), tshark
-    else:
-        assert re.search(r"^  skipped: .+tshark is not installed", tshark, re.M), tshark
+        assert re.fullmatch(rf"{rate} +{rate} +[\d.]+x +\d+%", row.group(1)), row.group(0)
+    tshark = text.split("[tshark]")[1].split("[suite]")[0]     # installed: measured, never skipped
+    assert re.search(rf"adapter \(tshark\): {rate} one at a time, {rate} pipelined", tshark), tshark
+    assert re.search(rf"tshark's own rate: {rate} \(\d+ messages in one capture, start-up [\d.]+ s "
+                     r"subtracted\); the adapter reaches \d+% of it", tshark), tshark
     assert re.search(r"^  serial +[\d.]+ s +1 cases$", text, re.M)
     assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
     figures = json.loads(out.read_text())
@@ -51,8 +55,26 @@ def test_bench_quick_prints_every_section(tmp_path):
                                                          "C example (examples/c-testee)"]
     assert figures["in_process"]["pipelined"] > 0 and figures["exec"][0]["ratio"] > 0
     assert {r["mode"] for r in figures["suite"]["runs"]} == {"serial", "-n auto"}
-    if shutil.which("tshark"):
-        assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
+    assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
+
+
+def test_bench_skips_the_sections_whose_tools_are_missing(tmp_path):
+    """No cc, make or tshark on PATH: the C example's row and the tshark section say
+    `skipped:` with the reason, and the rest of the bench still measures."""
+    src = _c_testee_sources(tmp_path)
+    empty = tmp_path / "no-tools"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "CC"}
+    env["PATH"] = str(empty)
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--no-suite",
+                           "--c-testee", str(src)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = proc.stdout
+    assert "Traceback" not in text + proc.stderr
+    assert re.search(r"^  C example \(examples/c-testee\) +skipped: (make|cc) is not installed", text, re.M), text
+    assert re.search(r"^  reference \(python -m ptlrpc_conformance.reference\) +[\d,]+/s", text, re.M), text
+    tshark = text.split("[tshark]")[1].split("[suite]")[0]
+    assert re.search(r"^  skipped: .+tshark is not installed", tshark, re.M), tshark
 
 
 def test_bench_reports_a_failing_tshark_run_as_failed(tmp_path):

@@ -1,33 +1,47 @@
-"""One deliberately broken implementation per rule family (tests/iuts.py FAMILIES): each
-must fail the cases of its rule.  The lists are the cases that must be among the failures;
-a family may fail more (a broken placement breaks many derived cases)."""
+"""The framing mutants of the zoo (ptlrpc_conformance/mutants.py), one per rule family: each
+must fail the cases of its rule, and the report must charge the failure to the mutant's own
+requirement.  The lists are the cases that must be among the failures; a mutant may fail more
+(a broken placement breaks many derived cases)."""
 import pytest
 
-from iuts import FAMILIES
+from ptlrpc_conformance import mutants
 
 MUST_FAIL = {
     "magic_unchecked": {"framing.magic.v1.decode", "framing.magic.zero.decode", "framing.magic.random.decode"},
     "bufcount_max_31": {"framing.bufcount.32.decode", "framing.bufcount.31.bufcount-pm1.decode"},
-    "buflen_unrounded": {"framing.pad.nonzero.decode", "framing.bufcount.three-odd.cut-buffer1.decode"},
+    "buflens_unrounded": {"framing.pad.nonzero.decode", "framing.bufcount.three-odd.cut-buffer1.decode"},
     "buflen_max_off_by_8": {"framing.buflen.total-max-plus-8.decode"},
-    "wrap_accepted": {"framing.buflen.wrap.decode", "framing.buflen.wrap-ff9.decode"},
+    "buflen_unbounded_total_wraps": {"framing.buflen.no-wrap-ff8.decode"},
+    "buflen_wrap_accepted": {"framing.buflen.wrap.decode", "framing.buflen.wrap-ff9.decode"},
     "encoder_pad_ff": {"framing.magic.v2-native.encode", "framing.bufcount.three-odd.encode"},
     "encoder_no_buffer_pad": {"framing.bufcount.three-odd.encode", "framing.encoded-length.encode",
                               "framing.roundtrip.encode-decode"},
     "encoder_padded_buflens": {"framing.bufcount.three-odd.encode", "framing.roundtrip.encode-decode"},
-    "swabs_handle": {"framing.magic.v2-swabbed.decode", "framing.body.rich-request.swabbed.decode"},
-    "no_swab_transno": {"framing.magic.v2-swabbed.decode", "framing.body.rich-request.swabbed.decode"},
-    "no_swab_padding_3": {"framing.magic.v2-swabbed.decode", "framing.header.ignored-fields.swabbed.decode"},
+    "swabs_pb_handle": {"framing.magic.v2-swabbed.decode", "framing.body.rich-request.swabbed.decode"},
+    "no_swab_pb_transno": {"framing.magic.v2-swabbed.decode", "framing.body.rich-request.swabbed.decode"},
+    "swabs_padding_3": {"framing.magic.v2-swabbed.decode", "framing.header.ignored-fields.swabbed.decode"},
     "version_unchecked": {"framing.body.version-low-bits.decode"},
     "reply_accepts_request_type": {"framing.body.reply-carries-request-type.decode"},
     "cksum_final_inversion": {"framing.cksum.early-reply-body.decode", "framing.cksum.v2-body.decode"},
 }
 
 
-def test_every_family_has_expectations():
-    assert set(MUST_FAIL) == set(FAMILIES)
+def test_every_family_is_a_framing_mutant_of_the_zoo():
+    for name in MUST_FAIL:
+        assert name in mutants.BY_ID and "framing" in mutants.BY_ID[name].areas, name
 
 
 @pytest.mark.parametrize("name", sorted(MUST_FAIL))
-def test_family_is_caught(run_cli, name):
-    run_cli("--iut", f"python:iuts:{name}", "--examples", "50", "-k", "framing").assert_caught(MUST_FAIL[name])
+def test_family_is_caught_and_charged_to_its_requirement(run_cli, name):
+    m = mutants.BY_ID[name]
+    run = run_cli("--iut", m.iut, "--examples", "50", "-k", "framing")
+    report = run.report
+    level = report["requirements"][m.requirement]["level"]
+    # a SHOULD failure is a warning: the run still exits 0 (--strict makes it 1)
+    assert run.rc == (1 if level == "MUST" else 0), run.stdout[-3000:] + run.stderr[-3000:]
+    verdicts = run.verdicts()
+    assert MUST_FAIL[name] <= {c for c, v in verdicts.items() if v == "fail"}
+    assert "error" not in verdicts.values()
+    assert m.requirement in report["level"]["failing_must"] + report["level"]["failing_should"]
+    charged = {r for c in report["cases"] if c["id"] in MUST_FAIL[name] for r in c["failed_requirements"]}
+    assert m.requirement in charged, charged

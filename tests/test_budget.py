@@ -13,7 +13,7 @@ def test_max_fail_stops_after_n_failing_cases_known_failures_apart(run_cli, tmp_
                   "--known-failures", str(known))
     assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = run.report
-    assert r["incomplete"] is True and r["level"]["name"] == "incomplete"
+    assert r["incomplete"] is True and r["level"]["status"] == "incomplete"
     assert r["incomplete_reason"] == "max-fail reached: 2 case(s) failed or hit IUT trouble (limit 2)"
     failing = [c["id"] for c in r["cases"] if c["verdict"] in ("fail", "error")]
     listed = [c for c in failing if c.count(".") == 3]          # framing.magic.X.decode
@@ -37,7 +37,7 @@ def test_time_budget_stops_the_run_with_a_partial_report(run_cli):
     run = run_cli("--time-budget", "0.001")
     assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = run.report
-    assert r["incomplete"] is True and r["level"]["name"] == "incomplete"
+    assert r["incomplete"] is True and r["level"]["status"] == "incomplete"
     assert r["incomplete_reason"].startswith("time budget of 0.001 s exhausted after ")
     assert r["summary"]["total"] == r["summary"]["pass"] == 1       # it stops after the first case
     assert "the run stopped early (time budget" in run.stderr

@@ -1,21 +1,19 @@
 """The C example testee (examples/c-testee): built with the machine's cc, warnings as
 errors; certified green by the suite, plain and under AddressSanitizer/UBSan."""
 import os
-import shutil
 import subprocess
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, require_tool
 
 SRC = ROOT / "examples" / "c-testee"
 
 
 @pytest.fixture(scope="module")
 def built():
-    for tool in ("cc", "make"):
-        if shutil.which(tool) is None:
-            pytest.fail(f"{tool} is not installed: the C testee needs a C compiler and make (.ci/run installs them)")
+    for tool in ("cc", "make"):          # the C testee is built with a C compiler and make
+        require_tool(tool)
     proc = subprocess.run(["make", "-C", str(SRC), "ptlrpc-testee", "ptlrpc-testee-san"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr

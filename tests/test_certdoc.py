@@ -2,8 +2,8 @@
 import json
 
 from ptlrpc_conformance.cli import main
-from ptlrpc_conformance.harness import certdoc
-from ptlrpc_conformance.harness.report import FORMAT
+from ptlrpc_conformance.harness.outputs import certdoc
+from ptlrpc_conformance.harness.outputs.report import FORMAT
 
 
 def _case(cid, verdict, reqs, message="", **notes):
@@ -73,7 +73,8 @@ def test_document_from_a_small_report():
     assert "`ptlrpc-conformance certification-doc r.json`" in doc
     assert "Level: **not conformant**." in doc and "Failing MUST requirements (3)" in doc
     assert "| 2 | 5 | 1 | 2 | 0 | 10 |" in doc
-    assert "Passing rejections that named another class than Lustre's: 1." in doc
+    # an older report's single note counts once, under the case's requirements
+    assert "Rejections that named another class than Lustre's: 1, in 1 case " in doc
     for rid, verdict in (("HDR-MAGIC-1", "pass"), ("HDR-TOTAL-1", "fail"), ("BODY-TYPE-1", "error"),
                          ("STRUCT-LAYOUT-1", "not-applicable")):
         assert f"| {rid} | MUST | **{verdict}** |" in doc
@@ -90,6 +91,22 @@ def test_document_from_a_small_report():
     assert "Requirements none of whose cases applied: STRUCT-LAYOUT-1." in doc
     # the same report gives the same document
     assert doc == certdoc.render(small_report(), command="ptlrpc-conformance certification-doc r.json")
+
+
+def test_every_errno_mismatch_is_counted_per_requirement():
+    """Errno-agnostic runs: each rejection with another errno class - a derived variant's too -
+    counts once, under the requirement it would have been charged to; the level is in words."""
+    report = small_report()
+    report["level"] = {"status": "not conformant", "certified_capabilities": ["decode"],
+                       "failing_must": ["BODY-TYPE-1"], "failing_should": [], "not_applicable": []}
+    case = next(c for c in report["cases"] if c["id"] == "framing.buflen.overrun.cut.decode")
+    case["notes"]["errno_class_mismatches"] = [
+        {"case": f"framing.buflen.overrun.cut-{k}", "expected": "EFAULT", "got": "EINVAL",
+         "requirements": ["BODY-SIZE-1"]} for k in (40, 41, 42)]
+    doc = certdoc.render(report)
+    assert "Level: **not conformant: decode**." in doc
+    assert "Rejections that named another class than Lustre's: 4, in 2 cases" in doc
+    assert "Per requirement: BODY-SIZE-1 3, HDR-MAGIC-3 1." in doc
 
 
 def test_certification_doc_command(tmp_path, capsys):

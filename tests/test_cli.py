@@ -23,6 +23,22 @@ def test_certify_subcommand_through_exec_with_workers(run_cli):
     assert run.report["summary"]["pass"] == run.report["summary"]["total"] >= 30
 
 
+def test_an_old_case_id_selects_the_cases_that_replaced_it(run_cli):
+    """`--case target.stateful.exchange` (the id before the stateful suite was split) runs
+    every part, and report.json's `aliases` says which cases the old ids map to."""
+    from ptlrpc_conformance.harness.data.registry import case_aliases
+    run = run_cli("--case", "target.stateful.exchange", "--case", "framing.magic.zero.decode")
+    assert run.rc == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    parts = list(case_aliases()["target.stateful.exchange"])
+    assert sorted(run.verdicts()) == sorted(parts + ["framing.magic.zero.decode"])
+    assert run.report["aliases"] == {old: list(new) for old, new in case_aliases().items()}
+    assert run.report["aliases"]["target.stateful.exchange"] == parts
+    assert run.report["aliases"]["recovery.stateful.restart"][0] == "recovery.stateful.restart.1"
+    listed = run_cli("list", "--area", "recovery", out=False).stdout
+    assert all(p in listed for p in case_aliases()["recovery.stateful.restart"])
+    assert "recovery.stateful.restart " not in listed
+
+
 def test_reference_passes_the_literal_profile(run_cli):
     run = run_cli("--profile", "lustre-2.17.57-literal", "-k", "framing")
     assert run.rc == 0
@@ -30,7 +46,8 @@ def test_reference_passes_the_literal_profile(run_cli):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--iut", "nonsense"], "expected 'reference', 'python:package.module:factory' or 'exec:COMMAND'"),
+    (["--iut", "nonsense"], "expected 'reference', 'python:package.module:factory', 'exec:COMMAND' or "
+                            "'tshark[:PROGRAM]'"),
     (["--iut", "python:no_such_module_xyz:f"], "cannot import no_such_module_xyz"),
     (["--iut", "python:iuts"], "expected python:package.module:factory"),
     (["--iut", "exec:'unbalanced"], "No closing quotation"),
@@ -164,3 +181,91 @@ def test_same_seed_gives_the_same_counterexample(run_cli):
     assert a.verdicts()["framing.mutations.decode"] == "fail"
     assert a.case("framing.mutations.decode")["message"] == b.case("framing.mutations.decode")["message"]
     assert "counterexample (seed 1, shrunk)" in a.case("framing.mutations.decode")["message"]
+
+
+def test_a_client_reporting_eproto_for_every_bad_reply_passes_framing(run_cli):
+    """A Lustre client turns every reply it cannot unpack into -EPROTO (target-rules §9): a
+    testee doing the same passes every framing case; EPROTO for a bad *request* still fails."""
+    client = run_cli("--iut", "python:iuts:client_errnos", "--area", "framing")
+    assert client.rc == 0, client.stdout[-3000:]
+    replies = [c for c in client.report["cases"] if c["id"].startswith("framing.") and c["verdict"] == "pass"]
+    assert replies, "no framing case ran"
+    everywhere = run_cli("--iut", "python:iuts:eproto_everywhere", "--area", "framing")
+    assert everywhere.rc == 1
+    failed = {c["id"] for c in everywhere.report["cases"] if c["verdict"] == "fail"}
+    assert "framing.bufcount.zero.decode" in failed          # a request: EINVAL is due, not EPROTO
+
+
+# ---- what a run prints: progress, a line per failing case, the verdict block at the end --------
+
+def _block(stdout: str) -> list[str]:
+    lines = stdout.rstrip("\n").splitlines()
+    return lines[lines.index("== ptlrpc-conformance verdict =="):]
+
+
+def test_default_output_is_a_line_per_file_and_per_failing_case_then_the_verdict(run_cli):
+    run = run_cli("--iut", "python:iuts:no_header_pad", "-k", "framing.magic or structs.obdo")
+    assert run.rc == 1
+    lines = run.stdout.splitlines()
+    failing = sorted(c["id"] for c in run.report["cases"] if c["verdict"] in ("fail", "error"))
+    assert failing
+    # progress: one line per suite file (and its continuation lines), named inside the package
+    progress = [line for line in lines if line.startswith("ptlrpc_conformance/suites/test_")]
+    assert {line.split()[0] for line in progress} == {"ptlrpc_conformance/suites/test_framing.py",
+                                                      "ptlrpc_conformance/suites/test_structs.py"}
+    assert "PASSED" not in run.stdout and "_____" not in run.stdout          # no per-case lines, no tracebacks
+    # one line per failing case: verdict, id, requirements, expected and actual
+    fail_lines = [line for line in lines if line.startswith(("FAIL  ", "ERROR "))]
+    assert [line.split()[1] for line in fail_lines] == failing
+    first = next(line for line in fail_lines if line.split()[1] == "framing.magic.v2-native.decode")
+    assert "[HDR-MAGIC-1," in first and "expected: accepted; actual: rejected with EINVAL" in first
+    # the verdict block comes after pytest's summary line, on lines of its own
+    block = _block(run.stdout)
+    summary_at = max(i for i, line in enumerate(lines) if line.startswith("=") and " failed" in line)
+    assert summary_at < lines.index(block[0])
+    must = run.report["level"]["failing_must"]
+    assert block[1].startswith("level: not conformant")
+    assert f"failing MUST requirements: {len(must)}" in block
+    assert [line.split()[0] for line in block if line.startswith("  ") and line.split()[0] in must] == must
+    assert f"report: {run.out / 'report.json'} (and report.html, junit.xml, reproducers/)" in block
+    assert block[-1] == "exit status: 1" and run.report["exit_status"] == 1
+
+
+def test_verbose_output_has_a_line_per_case_and_every_failure_in_full(run_cli):
+    run = run_cli("--iut", "python:iuts:no_header_pad", "-k", "framing.magic", "-v")
+    assert run.rc == 1
+    assert run.stdout.count(" PASSED") + run.stdout.count(" FAILED") >= len(run.report["cases"])
+    assert "expected: accepted" in run.stdout and "header pad" in run.stdout   # the dump, in full
+    assert _block(run.stdout)[-1] == "exit status: 1"
+
+
+def test_quiet_output_is_progress_and_the_verdict(run_cli):
+    run = run_cli("--iut", "reference", "-k", "framing.magic", "-q")
+    assert run.rc == 0
+    block = _block(run.stdout)
+    assert block[1] == "level: " + _level_words(run.report["level"]) and block[-1] == "exit status: 0"
+    assert "failing MUST requirements: none" in block and "test_framing.py" not in run.stdout
+
+
+def _level_words(level: dict) -> str:
+    from ptlrpc_conformance.harness.outputs.verdict import level_name
+    return level_name(level)
+
+
+def test_gate_messages_are_on_their_own_lines_after_the_summary(run_cli, tmp_path):
+    kf = tmp_path / "kf.yaml"
+    kf.write_text("format: ptlrpc-conformance-known-failures/1\nentries:\n"
+                  "- id: framing.magic.v1.decode\n  reason: fixed since\n")
+    run = run_cli("--iut", "reference", "-k", "framing.magic", "--known-failures", str(kf))
+    assert run.rc == 1
+    block = _block(run.stdout)
+    assert "regression gate: FAILED" in block
+    assert any("entry framing.magic.v1.decode is stale" in line for line in block)
+    assert not any("[100%]" in line and "gate" in line for line in run.stdout.splitlines())
+    assert block[-1] == "exit status: 1"
+
+
+def test_run_one_case_ends_with_the_verdict(run_cli):
+    run = run_cli("run", "framing.bufcount.zero.decode")
+    assert run.rc == 0
+    assert _block(run.stdout)[1].startswith("level: ") and run.stdout.rstrip().endswith("exit status: 0")

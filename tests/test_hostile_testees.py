@@ -10,9 +10,9 @@ import tracemalloc
 import pytest
 
 from conftest import ROOT, TESTS
-from ptlrpc_conformance.harness.adapter import ExecAdapter
-from ptlrpc_conformance.harness.derive import derive
-from ptlrpc_conformance.harness.vectors import load_all
+from ptlrpc_conformance.harness.transport.exec import ExecAdapter
+from ptlrpc_conformance.harness.verdicts.derive import derive
+from ptlrpc_conformance.harness.data.vectors import load_all
 from ptlrpc_conformance.reference import make_testee
 
 HOSTILE = [sys.executable, str(TESTS / "testees" / "hostile.py")]
@@ -215,7 +215,7 @@ def test_a_restarted_testee_with_other_capabilities_is_not_kept(tmp_path):
 
 HARNESS_THAT_DIES = """
 import sys
-from ptlrpc_conformance.harness.adapter import ExecAdapter
+from ptlrpc_conformance.harness.transport.exec import ExecAdapter
 adapter = ExecAdapter([sys.executable, sys.argv[1], sys.argv[2]])
 adapter.start()
 print("started", flush=True)

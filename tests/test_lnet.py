@@ -1,14 +1,13 @@
-"""harness/lnet.py: LNet over TCP (socklnd) captures, written and read back."""
+"""harness/capture/pcap.py: LNet over TCP (socklnd) captures, written and read back."""
 import io
 import random
-import shutil
 import struct
 import subprocess
 
 import pytest
 
-from ptlrpc_conformance.harness import lnet
-from ptlrpc_conformance.harness.vectors import load_all
+from ptlrpc_conformance.harness import lnet  # the documented compatibility path: also tests it
+from ptlrpc_conformance.harness.data.vectors import load_all
 
 
 def _messages():
@@ -303,7 +302,7 @@ def test_nids():
 
 
 # ------------------------------------------------------------------------------------
-# the writer's checksums: by our own arithmetic, and by tshark's validation when present
+# the writer's checksums: by our own arithmetic, and by tshark's validation
 # ------------------------------------------------------------------------------------
 
 def test_checksums_verify(tmp_path):
@@ -317,8 +316,7 @@ def test_checksums_verify(tmp_path):
         assert lnet.internet_checksum(pseudo, tcp) == 0, f"TCP checksum of packet {p.number}"
 
 
-@pytest.mark.skipif(shutil.which("tshark") is None,
-                    reason="tshark is not installed (bash tools/setup-system.sh installs it)")
+@pytest.mark.needs_tool("tshark")
 def test_tshark_finds_the_checksums_and_sequence_numbers_right(tmp_path):
     path = tmp_path / "t.pcap"
     lnet.write_pcap(path, _records()[:3], segment=500)
@@ -456,7 +454,7 @@ def test_server_callbacks_are_not_records(tmp_path):
 
 
 def test_records_carry_the_packet_number_of_their_request(tmp_path):
-    from ptlrpc_conformance.harness import trace
+    from ptlrpc_conformance.harness.ost import trace
     buf = io.BytesIO()
     w = lnet.PcapWriter(buf)
     c = w.connection("127.0.0.2")

@@ -58,3 +58,22 @@ def test_plugin_is_inert_when_unused(pytester):
     pytester.makepyfile(test_plain="def test_ok():\n    assert 1 + 1 == 2\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)
+
+
+def test_a_plugin_run_ends_with_the_verdict_block(pytester):
+    report = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider",
+                                           "--iut", "reference", "--conformance-report", str(report),
+                                           "--conformance-area", "protocol")
+    assert result.ret == 0
+    lines = result.stdout.lines
+    start = lines.index("== ptlrpc-conformance verdict ==")
+    assert any(line.startswith("=") and " passed" in line for line in lines[:start])    # pytest's summary first
+    block = lines[start:]
+    assert block[1].startswith("level: ") and f"report: {report}" in block and block[-1] == "exit status: 0"
+
+
+def test_a_run_of_other_tests_prints_no_verdict(pytester):
+    pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == 0 and "ptlrpc-conformance verdict" not in result.stdout.str()

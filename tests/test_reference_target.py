@@ -867,7 +867,7 @@ def test_testee_ops_and_bad_arguments():
 
 
 def test_exec_testee_serves_exchange():
-    from ptlrpc_conformance.harness.adapter import load_adapter
+    from ptlrpc_conformance.harness.transport.loader import load_adapter
     adapter = load_adapter("exec:" + shlex.join([sys.executable, "-m", "ptlrpc_conformance.reference"]))
     with adapter:
         assert adapter.supports("target") and adapter.supports("restart")

@@ -18,7 +18,7 @@ def test_clean_report_of_the_reference(run_cli):
     run = run_cli("--iut", "reference", *SELECT)
     assert run.rc == 0
     r = run.report
-    assert r["level"]["name"] == "fully conformant" and r["incomplete"] is False
+    assert r["level"]["status"] == "fully conformant" and r["incomplete"] is False
     assert set(r["sha256"]) == {"vectors", "requirements.yaml", "profiles.yaml", "facts.json", "layouts.json"}
     assert r["reproduce"][:4] == ["ptlrpc-conformance", "certify", "--iut", "reference"]
     assert "--seed" in r["reproduce"] and "-k" in r["reproduce"]
@@ -77,6 +77,14 @@ def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
     report = json.loads((out / "report.json").read_text())
     assert report["incomplete"] is True
     assert report["summary"]["total"] < 500
+    # the report tells the truth: the process's exit status, and buckets that add up, the case
+    # the run was stopped in counted as interrupted
+    assert report["exit_status"] == 1
+    summary = report["summary"]
+    assert sum(v for k, v in summary.items() if k != "total") == summary["total"]
+    interrupted = [c for c in report["cases"] if c["verdict"] == "interrupted"]
+    assert summary["interrupted"] == len(interrupted) == 1, summary
+    assert stdout.decode().rstrip().endswith("exit status: 1")
 
 
 def test_smoke_check_failures_are_reported(run_cli, hostile):
@@ -100,3 +108,74 @@ def test_run_one_case_records_the_protocol_lines(run_cli, tmp_path):
     lines = log.read_text().splitlines()
     assert lines[0].startswith("> ") and '"op": "hello"' in lines[0]
     assert any('"op": "decode"' in l for l in lines) and any('"error": "EINVAL"' in l for l in lines)
+
+
+def test_max_fail_records_the_exit_status_of_the_process(run_cli):
+    run = run_cli("--iut", "python:iuts:raises", "--max-fail", "1", "-k", "framing.magic")
+    assert run.rc == 1 and run.report["incomplete"] and run.report["exit_status"] == 1
+    summary = run.report["summary"]
+    assert sum(v for k, v in summary.items() if k != "total") == summary["total"]
+
+
+def test_summary_buckets_add_up_to_total(run_cli):
+    run = run_cli("--iut", "python:iuts:decode_only", *SELECT)
+    summary = run.report["summary"]
+    assert set(summary) == {"pass", "fail", "error", "not-applicable", "skipped", "interrupted", "total"}
+    assert sum(v for k, v in summary.items() if k != "total") == summary["total"] == len(run.report["cases"])
+    assert summary["not-applicable"] > 0 and run.report["exit_status"] == run.rc
+
+
+def test_an_iut_that_cannot_start_gets_a_report(run_cli):
+    run = run_cli("--iut", "exec:/nonexistent/testee --flag")
+    assert run.rc == 3
+    r = run.report
+    assert r["iut"]["start_failure"] and "cannot start /nonexistent/testee" in r["iut"]["start_failure"]
+    assert r["iut"]["hello"] is None and r["cases"] == [] and r["exit_status"] == 3
+    assert r["incomplete"] is True and r["incomplete_reason"].startswith("the IUT could not start: ")
+    assert r["summary"]["total"] == 0 and r["reproduce"][:4] == ["ptlrpc-conformance", "certify", "--iut",
+                                                                 "exec:/nonexistent/testee --flag"]
+    assert (run.out / "report.html").exists()
+    normal = run_cli("--iut", "reference", "-k", "framing.magic.zero").report
+    assert set(r) == set(normal)                  # the same members as any report (docs/report.md)
+    assert "level: none: the IUT could not start" in run.stdout and run.stdout.rstrip().endswith("exit status: 3")
+
+
+def test_plugin_writes_a_report_when_the_iut_cannot_start(pytester):
+    result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider",
+                                           "--iut", "exec:/nonexistent/testee", "--conformance-report", "r.json")
+    assert result.ret == 3
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert "cannot start /nonexistent/testee" in report["iut"]["start_failure"] and report["exit_status"] == 3
+
+
+def test_verify_report_reruns_in_the_recorded_directory(run_cli, tmp_path):
+    """`--iut exec:./run-ref x` means the testee of the directory the run ran in; the command is
+    printed shell-quoted."""
+    work = tmp_path / "work"
+    work.mkdir()
+    script = work / "run-ref"
+    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m ptlrpc_conformance.reference\n")
+    script.chmod(0o755)
+    run = run_cli("--iut", "exec:./run-ref x", "-k", "framing.magic", cwd=work)
+    assert run.rc == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.report["environment"]["cwd"] == str(work)
+    env = dict(os.environ, PYTHONPATH=str(TESTS))
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "verify-report", str(run.out / "report.json")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"re-running in {work}: ptlrpc-conformance certify --iut 'exec:./run-ref x' --profile " in proc.stdout
+    assert "verdicts agree" in proc.stdout
+    moved = json.loads((run.out / "report.json").read_text())
+    moved["environment"]["cwd"] = str(tmp_path / "gone")
+    (tmp_path / "moved.json").write_text(json.dumps(moved))
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "verify-report", str(tmp_path / "moved.json")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert proc.returncode == 2 and f"the run's working directory {tmp_path / 'gone'}" in proc.stderr
+
+
+def test_certification_doc_quotes_the_reproduce_command():
+    from ptlrpc_conformance.harness.outputs import certdoc
+    from test_certdoc import small_report
+    report = small_report()
+    report["reproduce"] = ["ptlrpc-conformance", "certify", "--iut", "exec:node testee.js"]
+    assert "`ptlrpc-conformance certify --iut 'exec:node testee.js'`" in certdoc.render(report)

@@ -1,20 +1,23 @@
-"""report.html (ptlrpc_conformance.harness.html): the self-contained certification page.
+"""report.html (ptlrpc_conformance.harness.outputs.html): the self-contained certification page.
 
 The page is checked as a browser reads it: rendered by headless Chromium (--dump-dom) and
 the assertions made on the DOM it produced.  Chromium is a test requirement, not an
-option: .ci/run installs it (Debian package `chromium`).
+option: tools/setup-system.sh installs it (Debian package `chromium`), and a test that
+finds it missing fails with that hint (conftest.require_tool).
 """
 from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from html.parser import HTMLParser
 
 import pytest
 
-from ptlrpc_conformance.harness import html as report_html
+from conftest import require_tool
+from ptlrpc_conformance.harness.outputs import html as report_html
+from ptlrpc_conformance.harness.outputs import report as report_json
+from ptlrpc_conformance.harness.verdicts import level as level_rule
 
 FAILING_IUT = ("--iut", "python:iuts:no_header_pad", "--examples", "30")
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -94,12 +97,8 @@ def parse(text: str) -> Node:
 # ----------------------------------------------------------------------------------------
 
 def chromium() -> str:
-    path = shutil.which("chromium")
-    if path is None:
-        pytest.fail("chromium is not installed: the report.html tests render the page in headless "
-                    "Chromium. .ci/run installs it (Debian package `chromium`: "
-                    "apt-get install -y chromium); install it the same way to run these tests.")
-    return path
+    """The report.html tests render the page in headless Chromium."""
+    return require_tool("chromium")
 
 
 def dump_dom(page, tmp_path) -> str:
@@ -255,11 +254,12 @@ def _report(reqs: dict, cases: list | None = None, **extra) -> dict:
 
 
 @pytest.mark.parametrize("verdicts, text", [
-    ({"MUST": "pass", "SHOULD": "pass"}, "fully conformant"),
-    ({"MUST": "pass", "SHOULD": "fail"}, "conformant"),
-    ({"MUST": "fail", "SHOULD": "pass"}, "not conformant"),
-    ({"MUST": "error", "SHOULD": "pass"}, "not conformant"),
-    ({"MUST": "skipped", "SHOULD": "pass"}, "not conformant"),
+    ({"MUST": "pass", "SHOULD": "pass"}, "fully conformant: decode"),
+    ({"MUST": "pass", "SHOULD": "fail"}, "conformant: decode"),
+    ({"MUST": "fail", "SHOULD": "pass"}, "not conformant: decode"),
+    ({"MUST": "error", "SHOULD": "pass"}, "not conformant: decode"),
+    # a level names what was certified: a MUST requirement none of whose cases ran certifies nothing
+    ({"MUST": "skipped", "SHOULD": "pass"}, "not certified: no MUST case applied"),
 ])
 def test_level(verdicts, text):
     reqs = {"HDR-A-1": {"level": "MUST", "verdict": verdicts["MUST"]},
@@ -276,12 +276,68 @@ def test_level(verdicts, text):
     assert "HDR-B-1" in level_html and "outside the declared capabilities" in level_html.lower()
 
 
-def test_level_needs_something_verified_and_a_complete_run():
-    assert report_html.level(_report({}, [])).text == "not conformant"
+def test_an_incomplete_run_reaches_no_level():
     reqs = {"HDR-A-1": {"level": "MUST", "verdict": "pass"}}
-    assert report_html.level(_report(reqs)).text == "fully conformant"
-    assert report_html.level(_report(reqs, incomplete=True)).text == "not conformant"
-    assert report_html.level(_report(reqs, incomplete=False)).text == "fully conformant"
+    assert report_html.level(_report(reqs)).text == "fully conformant: decode"
+    assert report_html.level(_report(reqs, incomplete=False)).text == "fully conformant: decode"
+    lv = report_html.level(_report(reqs, incomplete=True))
+    assert lv.text == "incomplete" and lv.css == "level-no" and "the run is incomplete" in lv.reasons
+    assert report_html.level(_report({}, [], incomplete=True)).text == "incomplete"
+
+
+def _page_level(page: str) -> str:
+    """The level a page announces (its #level box's <strong class="text">)."""
+    strong = parse(page).by_id("level").find_all("strong", cls="text")
+    assert len(strong) == 1
+    return strong[0].text()
+
+
+LEVEL_RUNS = {   # kind: (IUT, extra certify arguments, the level report.json must state)
+    "passing": ("reference", (), "fully conformant"),
+    "failing MUST": ("python:iuts:no_header_pad", (), "not conformant"),
+    "failing SHOULD only": ("python:iuts:cksum_final_inversion", (), "conformant"),
+    "incomplete": ("python:iuts:no_header_pad", ("--max-fail", "1"), "incomplete"),
+}
+
+
+@pytest.mark.parametrize("kind", list(LEVEL_RUNS))
+def test_page_and_report_json_state_the_same_level(run_cli, kind):
+    """One rule (verdicts.level): the level in report.json is the one report.html announces,
+    and the page works out the same level from the requirements when a report has none."""
+    iut, extra, expected = LEVEL_RUNS[kind]
+    run = run_cli("certify", "--iut", iut, "-k", "framing.magic or framing.cksum", *extra)
+    # a SHOULD failure is a warning: the run exits 0 (--strict: 1)
+    assert run.rc == (0 if kind in ("passing", "failing SHOULD only") else 1), run.stdout[-3000:] + run.stderr[-3000:]
+    report = run.report
+    assert report["level"]["status"] == expected
+    assert report["incomplete"] is (kind == "incomplete")
+    # the page says the level in words: the status and what was certified ("conformant: decode, encode")
+    words = level_rule.words(report["level"])
+    assert words.startswith(expected) and (kind == "incomplete" or words.endswith(": decode, encode"))
+    assert _page_level((run.out / "report.html").read_text(encoding="utf-8")) == words
+    assert _page_level(report_html.render(report)) == words
+    recorded = report.pop("level")
+    assert _page_level(report_html.render(report)) == words
+    lv = report_html.level(report)
+    assert not lv.from_report
+    assert (lv.failing_must, lv.failing_should, lv.not_applicable) == \
+        (recorded["failing_must"], recorded["failing_should"], recorded["not_applicable"])
+
+
+@pytest.mark.parametrize("incomplete", [False, True])
+@pytest.mark.parametrize("must, should", [(m, s) for m in report_html.VERDICTS for s in report_html.VERDICTS])
+def test_page_computes_the_level_report_json_records(must, should, incomplete):
+    """Every combination of MUST and SHOULD verdicts: the page's own computation (for a
+    report without a level member) is report.json's rule."""
+    reqs = {"HDR-A-1": {"level": "MUST", "verdict": must}, "CKSUM-1": {"level": "SHOULD", "verdict": should},
+            "HDR-B-1": {"level": "MAY", "verdict": "fail"}}
+    recorded = report_json.level(reqs, incomplete, ["decode"])     # _report's IUT declares decode
+    lv = report_html.level(_report(reqs, incomplete=incomplete))
+    assert lv.text == level_rule.words(recorded) and lv.status == recorded["status"]
+    assert (lv.failing_must, lv.failing_should, lv.not_applicable, lv.certified_capabilities) == \
+        (recorded["failing_must"], recorded["failing_should"], recorded["not_applicable"],
+         recorded["certified_capabilities"])
+    assert _page_level(report_html.render(_report(reqs, incomplete=incomplete))) == level_rule.words(recorded)
 
 
 def test_level_recorded_in_the_report_wins():
@@ -307,7 +363,35 @@ def test_untrusted_text_is_escaped():
     page = report_html.render(rep)
     assert "<script>alert" not in page and "<img" not in page and "<b>" not in page
     assert page.count("<script>") == 1           # the print helper, nothing else
-    assert 'data-case="framing.evil&quot;&gt;&lt;b&gt;"' in page
+    tree = parse(page)
+    assert [n.attrs["data-case"] for n in tree.find_all(cls="failure")] == ['framing.evil"><b>']
+    assert not tree.find_all("img") and not tree.find_all("b") and len(tree.find_all("script")) == 1
+
+
+def test_script_from_the_iut_is_shown_as_text_in_chromium(tmp_path):
+    """Text an IUT wrote (its hello, a failure message) and a reproducer's title reach the
+    page escaped: Chromium shows them as text and builds no element from them."""
+    chromium()
+    evil = "<script>alert(1)</script>"
+    case = {"id": "framing.magic.v2-native.decode", "requirements": ["HDR-MAGIC-1"], "verdict": "fail",
+            "message": f"framing.magic.v2-native: rejected: EINVAL ({evil})", "duration_s": 0.1,
+            "notes": {"signature": "rejected:EINVAL", "reproducer": {
+                "id": "framing.magic.v2-native", "title": f"title {evil}", "verdict": "valid",
+                "direction": "request", "bytes": ["01000000"]}}}
+    rep = _report({"HDR-MAGIC-1": {"level": "MUST", "verdict": "fail"}}, [case])
+    rep["iut"]["hello"] = {"name": f"name {evil}", "version": f"version {evil}", "capabilities": ["decode"]}
+    page = report_html.render(rep)
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    assert evil not in page and page.count(escaped) >= 5       # title, name, version, message, input
+    dom, tree = rendered(rep, tmp_path)
+    scripts = tree.find_all("script")
+    assert len(scripts) == 1 and "alert" not in scripts[0].text()      # the print helper only
+    assert f"name {evil}" in tree.find_all("h1")[0].parent.text()
+    assert f"version {evil}" in tree.find_all("header")[0].text()
+    entry = tree.find_all(cls="failure")[0]
+    assert f"rejected: EINVAL ({evil})" in entry.find_all("pre", cls="msg")[0].text()
+    assert f"title {evil}" in entry.text()
+    assert evil in tree.find_all("title")[0].text()
 
 
 def test_dumps_are_bounded_and_highlight_differences():
@@ -353,7 +437,7 @@ def test_unknown_members_are_ignored_and_known_optional_ones_shown(tmp_path):
 
 def test_incomplete_reason_is_shown():
     """A run stopped by --max-fail or --time-budget says why at the top of the page."""
-    from ptlrpc_conformance.harness import html as report_html
+    from ptlrpc_conformance.harness.outputs import html as report_html
     reqs = {"HDR-MAGIC-1": {"level": "MUST", "verdict": "pass", "cases": ["a"]}}
     report = _report(reqs, incomplete=True)
     report["incomplete_reason"] = "stopped after 3 failing cases (--max-fail 3)"

@@ -7,12 +7,15 @@ import sys
 import pytest
 
 import iuts
-from ptlrpc_conformance.harness import lnet, scenario as scen, wire
-from ptlrpc_conformance.harness.adapter import InProcessAdapter
+from ptlrpc_conformance.harness import lnet  # the documented compatibility path: also tests it
+from ptlrpc_conformance.harness.data.registry import case_aliases
+from ptlrpc_conformance.harness.ost import scenario as scen, wire
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.reference import make_testee
 from ptlrpc_conformance.reference.target import TargetConfig
 
 SCENARIOS = scen.load_all()
+STATEFUL = case_aliases()["target.stateful.exchange"] + case_aliases()["recovery.stateful.restart"]
 
 
 def _adapter(testee):
@@ -72,8 +75,8 @@ def test_reference_target_and_recovery_through_exec(run_cli):
                   "--area", "target", "--area", "recovery")
     assert run.rc == 0, run.stdout[-3000:]
     verdicts = run.verdicts()
-    assert {"target.stateful.exchange", "recovery.stateful.restart"} <= set(verdicts)
-    assert len(verdicts) == len(SCENARIOS) + 2 and set(verdicts.values()) == {"pass"}
+    assert set(STATEFUL) <= set(verdicts) and len(STATEFUL) >= 4
+    assert len(verdicts) == len(SCENARIOS) + len(STATEFUL) and set(verdicts.values()) == {"pass"}
 
 
 @pytest.mark.parametrize("family,case", [
@@ -81,8 +84,13 @@ def test_reference_target_and_recovery_through_exec(run_cli):
     ("target_replay_new_transno", "recovery.stateful.restart"),
 ])
 def test_stateful_failure_shrinks_to_a_replayable_scenario(run_cli, family, case):
+    """`case` is the id the stateful suite had before it was split into parts: it selects
+    every part; the first failing part's failure is shrunk and saved."""
     run = run_cli("certify", "--iut", f"python:iuts:{family}", "--case", case)
     assert run.rc == 1, run.stdout[-3000:]
+    assert set(run.verdicts()) == set(case_aliases()[case])
+    assert run.report["aliases"][case] == list(case_aliases()[case])
+    case = next(c for c in case_aliases()[case] if run.verdicts()[c] == "fail")
     c = run.case(case)
     assert c["verdict"] == "fail"
     assert "exchanges (oldest first)" in c["message"] and "!!" in c["message"]
@@ -105,7 +113,7 @@ def test_reconstruct_profile_catches_a_resend_run_twice(run_cli):
 
 def test_target_cases_are_not_applicable_without_the_capability(run_cli):
     run = run_cli("certify", "--iut", "python:iuts:decode_only", "--area", "target", "--area", "recovery")
-    assert run.rc == 0
+    assert run.rc == 5 and run.report["level"]["status"] == "not certified"     # no MUST case applied
     assert set(run.verdicts().values()) == {"not-applicable"}
 
 
@@ -211,3 +219,67 @@ def test_generated_scenarios_are_up_to_date():
     proc = subprocess.run([sys.executable, str(root / "tools" / "gen_scenarios.py"), "--check"],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+# ---- the stateful parts and the one step judge ------------------------------------------------
+
+def test_stateful_parts_share_one_budget_with_distinct_seeds():
+    from ptlrpc_conformance.fixtures.stateful import part_examples, part_seed
+    from ptlrpc_conformance.suites import test_recovery, test_target
+    assert test_target.STATEFUL_PARTS == case_aliases()["target.stateful.exchange"]
+    assert test_recovery.PARTS == case_aliases()["recovery.stateful.restart"]
+    for total in (10, 50, 51, 7):
+        for n in (1, 2, 5):
+            assert part_examples(total, n) * n >= total and part_examples(total, n) >= 5
+            assert part_examples(total, n) == 5 or total > (part_examples(total, n) - 1) * n
+    seeds = {part_seed(p, 20261122) for p in STATEFUL}
+    assert len(seeds) == len(STATEFUL)                              # every part its own run
+    assert part_seed(STATEFUL[0], 1) != part_seed(STATEFUL[0], 2)   # --seed changes them
+    assert part_seed(STATEFUL[0], 1) == part_seed(STATEFUL[0], 1)   # and nothing else does
+
+
+def test_step_judge_keeps_what_later_steps_need():
+    from ptlrpc_conformance.harness.ost.client import Client, reply
+    from ptlrpc_conformance.harness.ost.steps import StepJudge
+    a = _adapter(make_testee())
+    a.call({"op": "reset"})
+    c = Client("c1", handle=0x1000)
+    j = StepJudge()
+    xid, data = c.connect()
+    rep, problems = j.judge(1, "c1", xid, data, scen.exchange(a, "c1", xid, data)[0], reply(0, handle="nonzero"))
+    assert problems == [] and j.cookies["c1"] == rep.body["pb_handle"] != 0 and j.replies[1] is rep
+    # a resend compared with a step that has no reply is a problem, not a crash
+    _, problems = j.judge(2, "c1", xid + 1, data, None, None, same_as=7)
+    assert "TGT-RESEND-1: step 7 has no reply to compare with" in problems
+    # deferred replies are matched to the steps waiting for them
+    j.defer(3, "c1", 99)
+    matched, unmatched = j.arrived([("c1", 99, b"x"), ("c2", 5, None)])
+    assert matched == [(3, b"x")] and unmatched == ["a deferred reply to c2 xid 5 that no step is waiting for"]
+    j.defer(4, "c1", 100)
+    assert j.never_answered() == [(4, "c1", 100)] and not j.waiting
+
+
+def test_parts_of_a_suite_share_one_shrinking_budget(monkeypatch):
+    """A part shrinks only while the suite's budget (from the first failure of any part)
+    lasts; a part that has not failed is never idle, so it still gives its own verdict."""
+    from hypothesis.stateful import rule
+    from ptlrpc_conformance.fixtures import stateful
+
+    class Machine(stateful.BudgetedMachine):
+        @rule()
+        def nothing(self):
+            pass
+
+    monkeypatch.setattr(stateful, "_shrink_started", {})
+    key = (Machine, 1)
+    part = [type(f"P{i}", (Machine,), dict(suite=key, failures=[], first_failure=None)) for i in range(2)]
+    part[0].record_failure("session of part 1")
+    assert not part[0]().idle and not part[1]().idle                  # shrinking time left
+    stateful._shrink_started[key] -= stateful.SHRINK_SECONDS + 1     # the budget is spent
+    assert part[0]().idle                                            # part 1 stops shrinking
+    assert not part[1]().idle                                        # part 2 has not failed: it runs
+    part[1].record_failure("session of part 2")
+    assert part[1]().idle and part[1].failures == ["session of part 2"]   # its failure is kept, unshrunk
+    other = type("Q", (Machine,), dict(suite=(Machine, 2), failures=[], first_failure=None))
+    other.record_failure("another IUT")
+    assert not other().idle                                          # another IUT, another budget

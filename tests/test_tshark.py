@@ -1,12 +1,11 @@
-"""--iut tshark: Wireshark's Lustre dissector as a decoder (harness/tshark.py).
+"""--iut tshark: Wireshark's Lustre dissector as a decoder (harness/transport/tshark.py).
 
-The rule and mapping tests run everywhere; the tests that run tshark are skipped, with the
-reason, only where tshark is not installed (tools/setup-system.sh installs it, and CI runs
-that script)."""
+The rule and mapping tests need no tshark; the tests that run it fail, with the install hint,
+where tshark is not installed (tools/setup-system.sh installs it, and CI runs that script;
+conftest.require_tool)."""
 import json
 import pathlib
 import queue
-import shutil
 import stat
 import struct
 import sys
@@ -14,13 +13,13 @@ import tempfile
 
 import pytest
 
-from ptlrpc_conformance.harness import tshark as ts
-from ptlrpc_conformance.harness.adapter import IUTStartError, UsageError, load_adapter
-from ptlrpc_conformance.harness.vectors import load_all
+from conftest import require_tool
+from ptlrpc_conformance.harness.transport import tshark as ts
+from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
+from ptlrpc_conformance.harness.transport.loader import load_adapter
+from ptlrpc_conformance.harness.data.vectors import load_all
 
-HAVE_TSHARK = shutil.which("tshark") is not None
-needs_tshark = pytest.mark.skipif(not HAVE_TSHARK,
-                                  reason="tshark is not installed (bash tools/setup-system.sh installs it)")
+needs_tshark = pytest.mark.needs_tool("tshark")
 VECTORS = {v.id: v for v in load_all() if v.op == "decode"}
 ERROR, WARN, MALFORMED, PROTOCOL = "8388608", "6291456", "117440512", "150994944"
 
@@ -153,8 +152,7 @@ def test_a_tshark_that_hangs_fails_to_start(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def wireshark():
-    if not HAVE_TSHARK:
-        pytest.skip("tshark is not installed (bash tools/setup-system.sh installs it)")
+    require_tool("tshark")
     with load_adapter("tshark") as adapter:
         yield adapter
 
@@ -228,7 +226,7 @@ def test_adapter_answers_other_ops_itself(wireshark):
 @needs_tshark
 def test_tshark_dying_mid_run_is_a_crash_outcome_then_a_restart(tmp_path):
     # real tshark, but it stops after 7 packets: the handshake, the hellos and one message
-    wrapper = _script(tmp_path, "tshark-7", f"#!/bin/sh\nexec {shutil.which('tshark')} \"$@\" -c 7\n")
+    wrapper = _script(tmp_path, "tshark-7", f"#!/bin/sh\nexec {require_tool('tshark')} \"$@\" -c 7\n")
     with load_adapter(f"tshark:{wrapper}") as adapter:
         v = VECTORS["framing.header.ignored-fields"].decode_request()     # a request: one message
         outs = adapter.call_many([v, v, v])

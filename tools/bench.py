@@ -5,7 +5,7 @@
 """
 import sys
 
-from ptlrpc_conformance.harness.bench import main
+from ptlrpc_conformance.harness.tools.bench import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:], prog="tools/bench.py"))

@@ -2,8 +2,8 @@
 """Generate ptlrpc_conformance/spec/facts.json from the project's spec sources.
 
 Inputs (read only):
-  ../shared/spec/wire_facts.yaml   constants and struct layouts (from Lustre's wiretest.c)
-  ../shared/spec/flags.yaml        MSG_*, MSGHDR_*, pb_type, pb_version, magic, opcodes, wire errnos
+  spec-sources/wire_facts.yaml     constants and struct layouts (from Lustre's wiretest.c)
+  spec-sources/flags.yaml          MSG_*, MSGHDR_*, pb_type, pb_version, magic, opcodes, wire errnos
   tools/facts_extra.yaml           limits and facts the two files above do not carry as values
 
 The output is JSON so that the bundled reference implementation (stdlib only) can read
@@ -22,7 +22,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import regen  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
+DEFAULT_SPEC = regen.SPEC_SOURCES    # the repository's copy of the shared spec (spec-sources/README.md)
 OUTPUT = ROOT / "ptlrpc_conformance" / "spec" / "facts.json"
 EXTRA = ROOT / "tools" / "facts_extra.yaml"
 
@@ -131,7 +131,7 @@ def build(spec_dir: pathlib.Path) -> dict:
     facts = {
         "meta": {
             "generated_by": "tools/gen_facts.py",
-            "sources": ["shared/spec/wire_facts.yaml", "shared/spec/flags.yaml", "tools/facts_extra.yaml"],
+            "sources": ["spec-sources/wire_facts.yaml", "spec-sources/flags.yaml", "tools/facts_extra.yaml"],
             "lustre_version": "2.17.57",
             "abi": wire["meta"]["abi"],
             "note": "Generated; do not edit. Facts are Lustre's; the arrangement is this project's.",

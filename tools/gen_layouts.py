@@ -3,8 +3,8 @@
 documents name, and of every structure nested inside one.
 
 Inputs (read only):
-  ../shared/spec/wire_facts.yaml    layouts asserted by Lustre's wiretest.c (x86_64)
-  ../shared/spec/seed_mapping.yaml  every seed structure mapped field by field to today's layout
+  spec-sources/wire_facts.yaml      layouts asserted by Lustre's wiretest.c (x86_64)
+  spec-sources/seed_mapping.yaml    every seed structure mapped field by field to today's layout
   the HEADER_* tables below         what the Lustre 2.17.57 headers add where wiretest is silent
                                     (anonymous unions, unasserted fields, structures wiretest
                                     has no entry for); each row cites its header line
@@ -25,7 +25,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import regen  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DEFAULT_SPEC = ROOT.parent / "shared" / "spec"
+DEFAULT_SPEC = regen.SPEC_SOURCES    # the repository's copy of the shared spec (spec-sources/README.md)
 OUTPUT = ROOT / "ptlrpc_conformance" / "spec" / "layouts.json"
 UAPI = "include/uapi/linux/lustre/"
 WIRETEST = "lustre/ptlrpc/wiretest.c"
@@ -253,7 +253,7 @@ def build(spec_dir: pathlib.Path) -> dict:
     return {
         "meta": {
             "generated_by": "tools/gen_layouts.py",
-            "sources": ["shared/spec/wire_facts.yaml", "shared/spec/seed_mapping.yaml",
+            "sources": ["spec-sources/wire_facts.yaml", "spec-sources/seed_mapping.yaml",
                         "Lustre 2.17.57 headers (tools/gen_layouts.py HEADER_* tables; cited per struct)"],
             "lustre_version": "2.17.57",
             "abi": wire["meta"]["abi"],

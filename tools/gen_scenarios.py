@@ -3,7 +3,7 @@
 target and recovery suites (docs/scenarios.md).
 
 Each scenario is written here as a short script of client actions; the requests are packed
-by the suite's own builder (harness/wire.py, harness/target.py) and written out as bytes,
+by the suite's own builder (harness/ost/wire.py, harness/ost/client.py) and written out as bytes,
 with the expectations the rules give (docs/target-rules.md).  No implementation under test
 is consulted.  `pb_handle` (the export cookie the target picks) and replay transnos are
 patched in at run time.  `--check` exits 1 when the committed file is stale.
@@ -19,10 +19,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import regen  # noqa: E402
 
 from ptlrpc_conformance import spec as _spec  # noqa: E402
-from ptlrpc_conformance.harness.scenario import Scenario, Step, dump_file  # noqa: E402
-from ptlrpc_conformance.harness.wire import REPLY as REPLY_T  # noqa: E402
-from ptlrpc_conformance.harness.target import (C, EOF, MD, Client, Expect, dropped, err,  # noqa: E402
-                                               ost_body, reply)
+from ptlrpc_conformance.harness.ost.scenario import Scenario, Step, dump_file
+from ptlrpc_conformance.harness.ost.wire import REPLY as REPLY_T
+from ptlrpc_conformance.harness.ost.client import C, EOF, MD, Client, Expect, dropped, err, ost_body, reply
 
 spec_errno = _spec.errno_value
 OUTPUT = ROOT / "ptlrpc_conformance" / "vectors" / "scenarios_target.yaml"
@@ -81,7 +80,7 @@ class Script:
         the transno that step's reply carried); the reply may be deferred."""
         c = self.clients[name]
         orig = self.steps[step - 1]
-        from ptlrpc_conformance.harness import wire
+        from ptlrpc_conformance.harness.ost import wire
         msg = wire.parse(orig.request, "request")
         opc = msg.body["pb_opc"]
         req = c.request("OBD_PING", msg.buffers[1:], xid=orig.xid, flags=C("MSG_REPLAY"), opc=opc,

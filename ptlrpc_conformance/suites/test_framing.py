@@ -3,13 +3,13 @@
 Cases come from the golden vectors in vectors/*.yaml: every vector is a decode case
 (`<vector id>.decode`), every canonical vector also an encode case (`<vector id>.encode`).
 """
-from ptlrpc_conformance.harness.judge import combine, judge_decode, judge_encode
+from ptlrpc_conformance.harness.verdicts.judge import combine, judge_decode, judge_encode
 
 
 def test_decode(decode_vector, iut, need, errno_agnostic, conclude):
     """valid: accepted and decoded to the listed fields; invalid: rejected with an allowed
     errno class; acceptable: either, but never a crash, hang or garbage."""
-    need(iut, "decode")
+    need(iut, "decode", decode_vector.direction)
     outcome = iut.call(decode_vector.decode_request())
     conclude(judge_decode(decode_vector, outcome, errno_agnostic, iut.supports("structs")))
 
@@ -22,11 +22,18 @@ def test_encode(encode_vector, iut, need, conclude):
 
 
 def test_derived(derived_case, iut, need, errno_agnostic, conclude):
-    """Variants the suite derives from the valid vectors (harness/derive.py): byte-swapped
+    """Variants the suite derives from the valid vectors (harness/verdicts/derive.py): byte-swapped
     twins, truncations, lm_bufcount and lm_buflens[] one off.  Each case sends its variants
-    as one batch; verdicts come from the suite's rule model, never from an IUT."""
+    as one batch, with the vector they come from as a control (a variant rejected because
+    the vector itself is rejected is charged as the vector is); verdicts come from the suite's
+    rule model, never from an IUT."""
     need(iut, "decode")
-    variants = derived_case.variants
-    outcomes = iut.call_many([{"op": "decode", "data": v.data.hex(), "direction": v.direction} for v in variants])
-    judgements = [judge_decode(v, o, errno_agnostic) for v, o in zip(variants, outcomes)]
+    variants, origin = derived_case.variants, derived_case.origin
+    for direction in sorted({v.direction for v in variants} | {origin.direction}):
+        need(iut, "decode", direction)
+    *outcomes, control = iut.call_many([{"op": "decode", "data": v.data.hex(), "direction": v.direction}
+                                        for v in (*variants, origin)])
+    listed = list(derived_case.requirements)
+    judgements = [judge_decode(v, o, errno_agnostic, role=derived_case.role, control=control, origin=origin,
+                               listed=listed) for v, o in zip(variants, outcomes)]
     conclude(combine(derived_case.id, variants, judgements))

@@ -2,7 +2,7 @@
 encoder's refusals of malformed input."""
 import pytest
 
-from ptlrpc_conformance.harness import judge
+from ptlrpc_conformance.harness.verdicts import judge
 
 # case id: (the MESSAGE given to encode, why it is malformed)
 ENCODE_REFUSALS = {

@@ -20,10 +20,11 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
-from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, run_machine
-from ptlrpc_conformance.harness import wire
-from ptlrpc_conformance.harness.ostclient import Obj, Session
-from ptlrpc_conformance.harness.target import ATTRS, EOF, MD, C, Expect, ost_body, reply
+from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
+from ptlrpc_conformance.harness.data.registry import case_aliases
+from ptlrpc_conformance.harness.ost import wire
+from ptlrpc_conformance.harness.ost.session import Obj, Session
+from ptlrpc_conformance.harness.ost.client import ATTRS, EOF, MD, C, Expect, ost_body, reply
 
 REQUIREMENTS = ["RCV-CONN-1", "RCV-REPLAY-1", "RCV-ORDER-1", "RCV-EPOCH-1", "RCV-STATE-1", "TGT-TRANSNO-1",
                 "TGT-TRANSNO-3", "TGT-CONN-2"]
@@ -229,11 +230,17 @@ def _show(state) -> str:
     return "; ".join(parts)
 
 
-@pytest.mark.conformance(case="recovery.stateful.restart", requirements=REQUIREMENTS)
-def test_recovery_stateful(iut, need, conclude, conformance_examples):
+# parts of equal weight of one budget of examples, recovery.stateful.restart.1 ...
+# (spec/case_aliases.yaml: the old id names them all)
+PARTS = case_aliases()["recovery.stateful.restart"]
+
+
+@pytest.mark.parametrize("part", [
+    pytest.param(c, id=c, marks=pytest.mark.conformance(case=c, requirements=REQUIREMENTS)) for c in PARTS])
+def test_recovery_stateful(part, iut, need, conclude, conformance_examples, conformance_seed):
     """Random changes, restarts at random points, replays in random interleavings."""
     need(iut, "exchange")
     need(iut, "restart")
-    run_machine(RecoveryMachine, iut, conclude, case="recovery.stateful.restart", requirements=REQUIREMENTS,
-                examples=max(10, conformance_examples // 4), steps=30, needs=("target", "restart"),
-                what="recovery rules")
+    run_machine(RecoveryMachine, iut, conclude, case=part, requirements=REQUIREMENTS,
+                examples=part_examples(max(10, conformance_examples // 4), len(PARTS)), steps=30,
+                run_seed=part_seed(part, conformance_seed), needs=("target", "restart"), what="recovery rules")

@@ -3,16 +3,16 @@ and the valid-bit semantics of obdo (o_valid) and mdt_body (mbo_valid).
 
 Vector cases come from vectors/structs*.yaml (`op: decode_struct`); truncations are
 derived by the suite; the valid-bit rules are Hypothesis properties whose inputs are built
-by the suite's own structure walker (harness/structs.py) from spec/layouts.json and whose
+by the suite's own structure walker (harness/verdicts/structs.py) from spec/layouts.json and whose
 expectations come from the valid-bit table in spec/facts.json.
 """
 import pytest
 from hypothesis import strategies as st
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.harness import judge
-from ptlrpc_conformance.harness import structs as S
-from ptlrpc_conformance.harness.vectors import Vector
+from ptlrpc_conformance.harness.verdicts import judge
+from ptlrpc_conformance.harness.verdicts import structs as S
+from ptlrpc_conformance.harness.data.vectors import Vector
 from ptlrpc_conformance.spec import layouts
 from ptlrpc_conformance.suites.test_properties import check_property
 
@@ -123,9 +123,12 @@ def _valid_decode_case(name: str):
                 return judge.Judgement(judge.NOT_APPLICABLE, "the IUT reports no valid view")
             want = _expected_view(name, mask)
             problems = []
-            if a.result["fields"].get(MASK_FIELD[name]) != mask:
+            charged = []
+            got_mask = a.result["fields"].get(MASK_FIELD[name])
+            if got_mask != mask:
                 problems.append(f"{MASK_FIELD[name]}: expected {mask:#x} (unknown bits included), "
-                                f"got {a.result['fields'].get(MASK_FIELD[name])!r}")
+                                f"got {got_mask!r}")
+                charged.append(_mask_requirement(name, mask, got_mask, VALID_OF[name]))
             for label, r in (("first", a.result), ("with garbage in clear-bit fields", b.result)):
                 got = set(r.get("valid", []))
                 if got != want:
@@ -138,8 +141,11 @@ def _valid_decode_case(name: str):
             for f in VALID[name]["fields"]:
                 if a.result["fields"].get(f) != raw[f]:
                     problems.append(f"{f}: fields are reported raw: expected {raw[f]!r}, got {a.result['fields'].get(f)!r}")
+            if len(problems) > len(charged):       # the view, or fields not reported raw
+                charged.append(VALID_OF[name])
             if problems:
-                return judge.Judgement(judge.FAIL, f"{MASK_FIELD[name]} = {mask:#x}:\n  " + "\n  ".join(problems[:10]))
+                return judge.Judgement(judge.FAIL, f"{MASK_FIELD[name]} = {mask:#x}:\n  " + "\n  ".join(problems[:10])
+                                       ).charge(charged)
             return judge.Judgement(judge.PASS)
 
         outcome = []
@@ -158,6 +164,7 @@ def _valid_encode_case(name: str, give_mask: bool):
         need(iut, "encode_struct")
         strategy = st.tuples(st.lists(st.sampled_from(governed), unique=True, max_size=8), _mask_strategy(name),
                              st.binary(min_size=size, max_size=size))
+        zero = S.unpack(name, bytes(size))          # what a field not given must be encoded as
 
         def check(example):
             chosen, mask, noise = example
@@ -177,14 +184,20 @@ def _valid_encode_case(name: str, give_mask: bool):
                 for f in chosen:
                     want_mask |= VALID[name]["fields"][f][0][1]
             problems = []
+            charged = []
             if got[MASK_FIELD[name]] != want_mask:
                 problems.append(f"{MASK_FIELD[name]}: expected {want_mask:#x}, got {got[MASK_FIELD[name]]:#x}")
+                charged.append(_mask_requirement(name, want_mask, got[MASK_FIELD[name]], "VALID-ENC-1")
+                               if give_mask else "VALID-ENC-1")
             for f in governed:
-                want = source[f] if f in chosen else S.unpack(name, bytes(size))[f]
+                want = source[f] if f in chosen else zero[f]
                 if got[f] != want:
                     problems.append(f"{f}: expected {want!r} ({'given' if f in chosen else 'not given: zero'}), got {got[f]!r}")
+            if len(problems) > len(charged):
+                charged.append("VALID-ENC-1")
             if problems:
-                return judge.Judgement(judge.FAIL, f"fields given: {sorted(fields)}:\n  " + "\n  ".join(problems[:10]))
+                return judge.Judgement(judge.FAIL, f"fields given: {sorted(fields)}:\n  " + "\n  ".join(problems[:10])
+                                       ).charge(charged)
             return judge.Judgement(judge.PASS)
 
         check_property(strategy, check, conformance_seed, conformance_examples, conclude,
@@ -192,7 +205,18 @@ def _valid_encode_case(name: str, give_mask: bool):
     return test
 
 
-for _name, _req in (("obdo", "VALID-OBDO-1"), ("mdt_body", "VALID-MDT-1")):
+VALID_OF = {"obdo": "VALID-OBDO-1", "mdt_body": "VALID-MDT-1"}
+
+
+def _mask_requirement(name: str, want: int, got, otherwise: str) -> str:
+    """A valid mask that differs only in bits no flag defines breaks VALID-UNKNOWN-1; any other
+    difference, `otherwise`."""
+    if isinstance(got, int) and not (want ^ got) & KNOWN_BITS[name]:
+        return "VALID-UNKNOWN-1"
+    return otherwise
+
+
+for _name, _req in VALID_OF.items():
     _slug = _name.replace("_", "-")
     globals()[f"test_valid_view_{_name}"] = case(
         case=f"structs.valid.{_slug}.decode", requirements=[_req, "VALID-UNKNOWN-1"])(_valid_decode_case(_name))

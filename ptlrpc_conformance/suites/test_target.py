@@ -1,11 +1,11 @@
 """A target's behaviour (docs/target-rules.md): a stateful Hypothesis suite through the
 adapter, and the bundled scenario vectors.
 
-The stateful case drives three clients — c1 plain, c2 with OBD_CONNECT2_REPLAY_CREATE,
-c3 read-only — through connects, reconnects, disconnects, modifying and read-only
+The stateful cases (parts of one budget of examples, fixtures/stateful.py) drive three
+clients — c1 plain, c2 with OBD_CONNECT2_REPLAY_CREATE, c3 read-only — through connects, reconnects, disconnects, modifying and read-only
 requests, failing requests, requests that break one rule each, and resends of requests
 whose reply was "lost".  After every step the reply is judged against what the suite
-expects of that step and against the invariants (harness/invariants.py).  A failure is
+expects of that step and against the invariants (harness/ost/invariants.py).  A failure is
 shrunk to a short list of exchanges, shown with annotated hex and saved as a scenario
 vector (reproducers/ beside report.json).
 """
@@ -15,13 +15,14 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
-from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, run_machine
-from ptlrpc_conformance.harness import judge, scenario as scen
-from ptlrpc_conformance.harness.invariants import reconstructed
-from ptlrpc_conformance.harness.ostclient import Session
-from ptlrpc_conformance.harness.registry import requirements
-from ptlrpc_conformance.harness.scenario import TargetError
-from ptlrpc_conformance.harness.target import EOF, MD, C, dropped, err, ost_body, reply
+from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
+from ptlrpc_conformance.harness.verdicts import judge
+from ptlrpc_conformance.harness.ost import scenario as scen
+from ptlrpc_conformance.harness.ost.invariants import reconstructed
+from ptlrpc_conformance.harness.ost.session import Session
+from ptlrpc_conformance.harness.data.registry import case_aliases, requirements
+from ptlrpc_conformance.harness.ost.scenario import TargetError
+from ptlrpc_conformance.harness.ost.client import EOF, MD, C, dropped, err, ost_body, reply
 
 STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "TGT-TRANSNO-1", "TGT-TRANSNO-2",
                          "TGT-TRANSNO-3", "TGT-RESEND-1", "TGT-RESEND-2", "TGT-CONN-1", "TGT-CONN-2", "TGT-OBJ-1", "TGT-REPLY-1",
@@ -269,7 +270,7 @@ class TargetMachine(BudgetedMachine):
 
 
 def _buffer1(request: bytes) -> bytes:
-    from ptlrpc_conformance.harness import wire
+    from ptlrpc_conformance.harness.ost import wire
     return wire.parse(request, "request").buffers[1]
 
 
@@ -309,12 +310,19 @@ def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
         conclude(j)
 
 
-# the stateful case runs after the scenario vectors (a run stopped at its first failure
-# reports the quickest one)
-@pytest.mark.conformance(case="target.stateful.exchange", requirements=STATEFUL_REQUIREMENTS)
-def test_target_stateful(iut, need, conclude, conformance_examples, conformance_profile):
+# the stateful cases run after the scenario vectors (a run stopped at its first failure
+# reports the quickest one); they are parts of equal weight of one budget of examples,
+# target.stateful.exchange.1 ... (spec/case_aliases.yaml: the old id names them all)
+STATEFUL_PARTS = case_aliases()["target.stateful.exchange"]
+
+
+@pytest.mark.parametrize("part", [
+    pytest.param(c, id=c, marks=pytest.mark.conformance(case=c, requirements=STATEFUL_REQUIREMENTS))
+    for c in STATEFUL_PARTS])
+def test_target_stateful(part, iut, need, conclude, conformance_examples, conformance_profile, conformance_seed):
     """Random sequences of client requests; every reply judged as it comes."""
     need(iut, "exchange")
-    run_machine(TargetMachine, iut, conclude, case="target.stateful.exchange", requirements=STATEFUL_REQUIREMENTS,
-                examples=max(10, conformance_examples // 4), steps=40, needs=("target",), what="target rules",
+    run_machine(TargetMachine, iut, conclude, case=part, requirements=STATEFUL_REQUIREMENTS,
+                examples=part_examples(max(10, conformance_examples // 4), len(STATEFUL_PARTS)), steps=40,
+                run_seed=part_seed(part, conformance_seed), needs=("target",), what="target rules",
                 reconstruct=must_reconstruct(conformance_profile))

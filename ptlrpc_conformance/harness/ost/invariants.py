@@ -1,0 +1,291 @@
+"""Invariants of a target's replies that hold whatever the client meant: the checks that
+`check-trace` runs over a recorded exchange and that every target case runs after every
+step (docs/target-rules.md §6).
+
+The checker sees a stream of (client, xid, request, reply) records.  It knows nothing of
+what a client intended, so it flags only what is wrong for *any* request: a reply to a
+request that must be dropped, an ERR that carries a transno, a transno that does not
+increase, a resent transaction answered differently, and so on.  What a broken request
+should have been answered with is the business of the suite that broke it.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.ost import wire
+from ptlrpc_conformance.harness.ost.wire import ERR, REPLY, Message
+
+C = spec.constant
+
+
+@functools.lru_cache(maxsize=1)
+def target_facts() -> dict:
+    return spec.target()
+
+
+def reconstructed(original: Message, rep: Message | None) -> bool:
+    """The reply claims to be the original one (its transno, non-zero, again)."""
+    return rep is not None and original.body["pb_transno"] != 0 and rep.body["pb_transno"] == original.body["pb_transno"]
+
+
+def resend_problems(original: Message, rep: Message | None, reconstruct: bool) -> list[tuple[str, str]]:
+    """(rule, message) for a resend of a request whose original reply ran a transaction:
+    the original reply again, or (unless `reconstruct`) a run as a new request — never a mix."""
+    if rep is None:
+        return [("TGT-RESEND-1", "a resend of a request that ran a transaction got no reply")]
+    if reconstructed(original, rep):
+        out = []
+        for name, a, b in (("pb_type", original.body["pb_type"], rep.body["pb_type"]),
+                           ("pb_status", original.status, rep.status)):
+            if a != b:
+                out.append(("TGT-RESEND-1", f"the resend's reply repeats the original transno {rep.body['pb_transno']:#x} "
+                                            f"but its {name} is {b}, the original's {a}"))
+        if original.buffers[1:] != rep.buffers[1:]:
+            out.append(("TGT-RESEND-1", "the resend's reply repeats the original transno but its buffers differ"))
+        return out
+    if reconstruct:
+        return [("TGT-RESEND-2", f"the resend was run again (transno {rep.body['pb_transno']:#x}, status {rep.status}) "
+                                 f"instead of answered with the original reply (transno {original.body['pb_transno']:#x})")]
+    return []
+
+
+def _opcodes() -> dict[int, dict]:
+    return {C(name): dict(row, name=name) for name, row in target_facts()["opcodes"].items()}
+
+
+def _errno(name: str) -> int:
+    return -spec.errno_value(name)
+
+
+@dataclass
+class Violation:
+    record: int           # 1-based position of the record in the stream
+    rule: str             # requirement id
+    message: str
+    client: str = ""
+    xid: int = 0
+
+    def __str__(self) -> str:
+        return f"record {self.record} (client {self.client}, xid {self.xid}): {self.rule}: {self.message}"
+
+
+@dataclass
+class _Export:
+    cookie: int
+    conn_cnt: int
+    flags: int = 0
+    flags2: int = 0
+    generation: int = 0
+
+
+@dataclass
+class TargetChecker:
+    """Feed records with `observe`; call `restart()` / `recovery_ended()` when the driver
+    knows of those events (a trace checker infers a restart from MSG_CONNECT_RECOVERING)."""
+    max_transno: int = 0
+    epoch_floor: int = 0                 # every new transno must exceed it (after recovery)
+    recovering: bool = False
+    _restart_epoch: int | None = None
+    exports: dict[str, _Export] = field(default_factory=dict)       # client -> live export
+    dead: set[int] = field(default_factory=set)                     # cookies known gone
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    originals: dict[tuple[str, int], Message] = field(default_factory=dict)
+    generations: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+    reconstruct: bool = False            # profile lustre-2.17.57-reconstruct: TGT-RESEND-2
+
+    def __post_init__(self):
+        self.ops = _opcodes()
+        self.reply_statuses = {_errno(n) for n in target_facts()["reply_statuses"]}
+        self.transaction_ops = {o for o, row in self.ops.items() if row["transno"] == "yes"}
+        self.create_op = C("OST_CREATE")
+        self.connect_op = C("OST_CONNECT")
+        self.disconnect_op = C("OST_DISCONNECT")
+        self.mutable_ops = {o for o, row in self.ops.items() if row["mutable"]}
+
+    # -- events the driver knows of --------------------------------------------------------
+    def restart(self) -> None:
+        self.recovering = True
+        self._restart_epoch = self.max_transno >> 32
+        for exp in self.exports.values():      # a restarted target forgets every cookie
+            self.dead.add(exp.cookie)
+        self.exports.clear()
+
+    def recovery_ended(self) -> None:
+        if self.recovering and self._restart_epoch is not None:
+            self.epoch_floor = max(self.epoch_floor, (self._restart_epoch + 1) << 32)
+        self.recovering = False
+
+    # -- records --------------------------------------------------------------------------
+    def observe(self, client: str, xid: int, request: bytes, reply: bytes | None,
+                record: int | None = None) -> list[Violation]:
+        self.count += 1
+        n = record if record is not None else self.count
+        out: list[Violation] = []
+
+        def flag(rule: str, message: str) -> None:
+            out.append(Violation(n, rule, message, client, xid))
+
+        req, why = wire.try_parse(request, "request")
+        if req is None:
+            if reply is not None:
+                flag("TGT-DROP-1", f"the request does not unpack ({why}) yet it was answered")
+            return out
+        b = req.body
+        opc = b["pb_opc"]
+        flags = b["pb_flags"]
+        exp = self.exports.get(client)
+        live = exp is not None and b["pb_handle"] == exp.cookie
+        must_drop = None
+        if req.header["lm_flags"] & wire.AT_SUPPORT and b["pb_timeout"] == 0:
+            must_drop = "MSGHDR_AT_SUPPORT with pb_timeout 0"
+        elif live and b["pb_conn_cnt"] < exp.conn_cnt:
+            must_drop = f"pb_conn_cnt {b['pb_conn_cnt']} is below the export's {exp.conn_cnt}"
+        if reply is None:
+            return out
+        rep, why = wire.try_parse(reply, "reply")
+        if rep is None:
+            flag("TGT-REPLY-1", f"the reply does not unpack: {why}")
+            return out
+        if must_drop:
+            flag("TGT-DROP-1", f"{must_drop}: the request must be dropped, it was answered {rep.type_name}")
+            return out
+        r = rep.body
+        if r["pb_opc"] != opc:
+            flag("TGT-REPLY-1", f"the reply's pb_opc is {r['pb_opc']}, the request's {opc}")
+        status, transno, committed = rep.status, r["pb_transno"], r["pb_last_committed"]
+
+        # -- error type -------------------------------------------------------------------
+        if r["pb_type"] == ERR:
+            if status >= 0:
+                flag("TGT-ERR-3", f"an ERR reply with status {status}: ERR statuses are negative")
+            elif status in self.reply_statuses:
+                flag("TGT-ERR-3", f"status {status} ({spec.errno_name(-status)}) is sent as REPLY, never ERR")
+            if transno:
+                flag("TGT-ERR-1", f"an ERR reply carries pb_transno {transno:#x}")
+            if committed:
+                flag("TGT-ERR-1", f"an ERR reply carries pb_last_committed {committed:#x}")
+
+        # -- handles and connections ------------------------------------------------------
+        if opc == self.connect_op:
+            self._connect(client, req, rep, exp, flag)
+        else:
+            if r["pb_handle"]:
+                flag("TGT-CONN-1", f"pb_handle {r['pb_handle']:#x} in a reply to opcode {opc}: only connect replies set it")
+            if not live and (b["pb_handle"] == 0 or b["pb_handle"] in self.dead):
+                if not (r["pb_type"] == ERR and status == _errno("ENOTCONN")):
+                    flag("TGT-CONN-2", f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {rep.type_name} {status}")
+            elif live and not self.recovering and (flags & (C("MSG_REPLAY") | C("MSG_REQ_REPLAY_DONE")) or b["pb_transno"]):
+                if not (r["pb_type"] == ERR and status == _errno("ENODEV")):
+                    flag("RCV-OUTSIDE-1", f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery: expected ERR -ENODEV and eviction, got {rep.type_name} {status}")
+                self._evict(client)
+                return out
+            if live and opc == self.disconnect_op and r["pb_type"] == REPLY and status == 0:
+                self._evict(client)
+
+        # -- transnos ---------------------------------------------------------------------
+        key = (client, xid)
+        original = self.originals.get(key)
+        resent = bool(flags & C("MSG_RESENT"))
+        replay = bool(flags & C("MSG_REPLAY"))
+        if resent and original is not None and original.body["pb_transno"]:
+            found = resend_problems(original, rep, self.reconstruct)
+            for rule, message in found:
+                flag(rule, message)
+            rerun = not reconstructed(original, rep)
+        else:
+            rerun = False
+        if resent and original is not None and original.body["pb_transno"] and not rerun:
+            pass                          # the original reply again: judged above
+        elif replay:
+            if transno not in (0, b["pb_transno"]):
+                flag("RCV-REPLAY-1", f"a replay of transno {b['pb_transno']:#x} answered with transno {transno:#x} (must be the same, or 0)")
+        elif transno:
+            if transno <= self.max_transno:
+                flag("TGT-TRANSNO-1", f"transno {transno:#x} is not above {self.max_transno:#x}, the highest issued before")
+            if self.epoch_floor and transno <= self.epoch_floor:
+                flag("RCV-EPOCH-1", f"transno {transno:#x} after recovery is not in a new epoch (must exceed {self.epoch_floor:#x})")
+            if not self._transactional(client, opc) or r["pb_type"] != REPLY or status != 0:
+                flag("TGT-TRANSNO-2", f"transno {transno:#x} on a {rep.type_name} with status {status} to opcode {opc}, which runs no transaction")
+        elif r["pb_type"] == REPLY and status == 0 and self._transactional(client, opc):
+            flag("TGT-TRANSNO-2", f"a successful opcode {opc} ran a transaction but the reply's transno is 0")
+        self.max_transno = max(self.max_transno, transno)
+        if opc in self.mutable_ops and r["pb_type"] == REPLY and original is None:
+            self.originals[key] = rep
+
+        # -- last committed ---------------------------------------------------------------
+        if r["pb_type"] == REPLY and committed:
+            if committed > self.max_transno:
+                flag("TGT-TRANSNO-3", f"pb_last_committed {committed:#x} is above the highest transno issued, {self.max_transno:#x}")
+            gen_key = (client, self.generations.get(client, 0))
+            before = self.committed.get(gen_key, 0)
+            if committed < before:
+                flag("TGT-TRANSNO-3", f"pb_last_committed went back from {before:#x} to {committed:#x}")
+            self.committed[gen_key] = max(before, committed)
+        return out
+
+    def _transactional(self, client: str, opc: int) -> bool:
+        if opc in self.transaction_ops:
+            return True
+        if opc == self.create_op:
+            exp = self.exports.get(client)
+            return bool(exp and exp.flags & C("OBD_CONNECT_FLAGS2") and exp.flags2 & C("OBD_CONNECT2_REPLAY_CREATE"))
+        return False
+
+    def _evict(self, client: str) -> None:
+        exp = self.exports.pop(client, None)
+        if exp is not None:
+            self.dead.add(exp.cookie)
+
+    def _connect(self, client: str, req: Message, rep: Message, exp: _Export | None, flag) -> None:
+        b, r = req.body, rep.body
+        op = r["pb_op_flags"]
+        recovering = bool(op & C("MSG_CONNECT_RECOVERING"))
+        reconnect = bool(op & C("MSG_CONNECT_RECONNECT"))
+        if exp is not None and b["pb_handle"] == exp.cookie and not self.recovering and not recovering:
+            if b["pb_conn_cnt"] == exp.conn_cnt and not (r["pb_type"] == ERR and rep.status == _errno("EALREADY")):
+                flag("TGT-CONN-2", f"a reconnect with the stored pb_conn_cnt {exp.conn_cnt}: expected ERR -EALREADY, got {rep.type_name} {rep.status}")
+                return
+        if r["pb_type"] != REPLY or rep.status != 0:
+            if r["pb_handle"]:
+                flag("TGT-CONN-1", f"a failed connect's reply carries pb_handle {r['pb_handle']:#x}")
+            return
+        if r["pb_transno"]:
+            flag("TGT-TRANSNO-2", f"a connect reply carries transno {r['pb_transno']:#x}")
+        if not r["pb_handle"]:
+            flag("TGT-CONN-1", "a successful connect reply carries no export cookie (pb_handle 0)")
+        if not op & C("MSG_CONNECT_REPLAYABLE"):
+            flag("TGT-CONN-1", f"a connect reply without MSG_CONNECT_REPLAYABLE (pb_op_flags {op:#x})")
+        if recovering and not self.recovering:
+            self.restart()              # a trace shows a restart only this way
+        if exp is not None and b["pb_handle"] == exp.cookie and not recovering:
+            if not reconnect:
+                flag("TGT-CONN-1", "a reconnect to a live export is answered without MSG_CONNECT_RECONNECT")
+            elif r["pb_handle"] != exp.cookie:
+                flag("TGT-CONN-1", f"a reconnect changed the cookie from {exp.cookie:#x} to {r['pb_handle']:#x} without MSG_CONNECT_RECOVERING")
+        asked = req.struct(4, "obd_connect_data")
+        granted = rep.struct(1, "obd_connect_data")
+        flags = flags2 = 0
+        if granted is None:
+            flag("TGT-CONN-1", "a connect reply without obd_connect_data in buffer 1")
+        elif asked is not None:
+            flags, flags2 = granted["ocd_connect_flags"], granted["ocd_connect_flags2"]
+            if flags & ~asked["ocd_connect_flags"]:
+                flag("TGT-CONN-1", f"granted connect flags {flags & ~asked['ocd_connect_flags']:#x} were not asked for")
+            if flags & C("OBD_CONNECT_FLAGS2") and flags2 & ~asked["ocd_connect_flags2"]:
+                flag("TGT-CONN-1", f"granted connect flags2 {flags2 & ~asked['ocd_connect_flags2']:#x} were not asked for")
+        if not reconnect:
+            self.generations[client] = self.generations.get(client, 0) + 1   # a new export
+        self.dead.discard(r["pb_handle"])
+        if exp is not None and exp.cookie != r["pb_handle"]:
+            self.dead.add(exp.cookie)
+        self.exports[client] = _Export(r["pb_handle"], b["pb_conn_cnt"], flags, flags2)
+
+    def check(self, records) -> list[Violation]:
+        """Check an iterable of records {"client", "xid", "request": bytes, "reply": bytes|None}."""
+        out = []
+        for i, rec in enumerate(records, 1):
+            out += self.observe(rec["client"], rec["xid"], rec["request"], rec["reply"], i)
+        return out

@@ -1,0 +1,99 @@
+"""Judging one step of an exchange with a target: the one judge shared by the stateful runs
+(harness/ost/session.py, suites/test_target.py and test_recovery.py) and scenario replay
+(harness/ost/scenario.py).
+
+A step is a request sent by a client and the reply (or the drop) it got, judged against
+what the step expects (an Expect), against the invariants every reply must keep
+(harness/ost/invariants.py) and, for a resend, against the reply of the step it resends.
+The judge also remembers what later steps need: every step's reply (for resends and for
+replayed transnos), the highest last-committed value each client was sent, the export
+cookie each client's last successful connect gave, and the steps whose reply is deferred
+(recovery) until it arrives.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ptlrpc_conformance.harness.ost import wire
+from ptlrpc_conformance.harness.ost.client import Expect
+from ptlrpc_conformance.harness.ost.invariants import TargetChecker, resend_problems
+
+
+def connect_cookie(rep: wire.Message | None) -> int | None:
+    """The export cookie a successful OST_CONNECT reply gives, or None."""
+    if rep is not None and rep.body["pb_type"] == wire.REPLY and rep.status == 0 \
+            and rep.body["pb_opc"] == wire.C("OST_CONNECT") and rep.body["pb_handle"]:
+        return rep.body["pb_handle"]
+    return None
+
+
+@dataclass
+class StepJudge:
+    """The judge of one run's steps, numbered from 1.  `reconstruct`: resends must be
+    answered with the original reply (profile lustre-2.17.57-reconstruct)."""
+    reconstruct: bool = False
+    checker: TargetChecker = field(init=False)
+    replies: dict[int, wire.Message | None] = field(default_factory=dict)    # step -> its reply, parsed
+    committed: dict[str, int] = field(default_factory=dict)    # client -> highest pb_last_committed sent to it
+    cookies: dict[str, int] = field(default_factory=dict)      # client -> cookie of its last connect
+    waiting: dict[tuple[str, int], int] = field(default_factory=dict)   # (client, xid) -> step, reply deferred
+
+    def __post_init__(self):
+        self.checker = TargetChecker(reconstruct=self.reconstruct)
+
+    def judge(self, n: int, client: str, xid: int, request: bytes, reply: bytes | None,
+              expect: Expect | None = None, same_as: int | None = None) -> tuple[wire.Message | None, list[str]]:
+        """Judge step `n`, `client`'s request `xid` and its reply (None: dropped): (the
+        reply parsed, or None; the problems found, each "RULE: text")."""
+        problems = [f"{v.rule}: {v.message}" for v in self.checker.observe(client, xid, request, reply, n)]
+        if expect is not None:
+            found, rep = expect.check(reply)
+            problems += found
+        else:
+            rep, _ = wire.try_parse(reply, "reply")
+        if same_as is not None:
+            original = self.replies.get(same_as)
+            if original is None:
+                problems.append(f"TGT-RESEND-1: step {same_as} has no reply to compare with")
+            else:
+                problems += [f"{rule}: {msg}" for rule, msg in resend_problems(original, rep, self.reconstruct)]
+        self.replies[n] = rep
+        if rep is not None and rep.body["pb_type"] == wire.REPLY:
+            self.committed[client] = max(self.committed.get(client, 0), rep.body["pb_last_committed"])
+        cookie = connect_cookie(rep)
+        if cookie is not None:
+            self.cookies[client] = cookie
+        return rep, problems
+
+    def defer(self, n: int, client: str, xid: int) -> None:
+        """Step `n` got no reply yet: it may come later (recovery), with `arrived`."""
+        self.waiting[(client, xid)] = n
+
+    def arrived(self, deferred) -> tuple[list[tuple[int, bytes | None]], list[str]]:
+        """Deferred replies [(client, xid, bytes)] matched to the steps waiting for them:
+        ([(step, reply bytes)], a problem for each reply that no step is waiting for)."""
+        matched, problems = [], []
+        for client, xid, data in deferred:
+            n = self.waiting.pop((client, xid), None)
+            if n is None:
+                problems.append(f"a deferred reply to {client} xid {xid} that no step is waiting for")
+            else:
+                matched.append((n, data))
+        return matched, problems
+
+    def never_answered(self) -> list[tuple[int, str, int]]:
+        """(step, client, xid) of every step still waiting (recovery is over), forgotten."""
+        out = sorted((n, client, xid) for (client, xid), n in self.waiting.items())
+        self.waiting.clear()
+        return out
+
+    def transno(self, n: int) -> int:
+        """The transno step `n`'s reply carried (0 without a reply)."""
+        rep = self.replies.get(n)
+        return rep.body["pb_transno"] if rep is not None else 0
+
+    def restart(self) -> None:
+        self.checker.restart()
+
+    def recovery_ended(self) -> None:
+        self.checker.recovery_ended()

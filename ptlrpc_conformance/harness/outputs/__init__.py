@@ -1,0 +1,1 @@
+"""Outputs: report.json, report.html, the regression gate, certification documents, hex dumps."""

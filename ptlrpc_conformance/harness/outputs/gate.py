@@ -1,0 +1,250 @@
+"""The regression gate: a known-failures file, strict in both directions.
+
+    format: ptlrpc-conformance-known-failures/1
+    entries:
+    - id: framing.buflen.wrap.decode     # a case id ('*' matches one segment) or a requirement id;
+                                         # a renamed case id covers the cases that replaced it
+      reason: we follow Lustre's code here
+      signature: accepted                # optional: how it must fail (from report.json)
+      expires: 2027-06-30                # optional: after this day the entry is an error
+
+The gate fails on: a failure no entry covers (new); an entry whose cases no longer fail
+(stale); an entry that matches no case of the run; a failure whose signature differs from
+the entry's; an expired entry.  Each problem says which lines to add or remove.
+`update()` rewrites the file (creating it when missing): it removes stale and unmatched
+entries and records missing signatures (tightening); with `loosen=True` it also adds the new
+failures and the changed signatures.  The gate's verdict on a run that rewrote the file is
+the verdict on the file as written.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import pathlib
+import re
+from dataclasses import dataclass, field
+
+import yaml
+
+from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, case_aliases
+
+FORMAT = "ptlrpc-conformance-known-failures/1"
+MAX_EXPANSION = 1000
+FAILING = ("fail", "error")
+_PATTERN = re.compile(r"^[a-z*][a-z0-9_*]*(\.[a-z0-9*][a-z0-9_+*-]*)+$")
+
+
+class GateError(Exception):
+    """A known-failures file that cannot be read; `problems` name file and line."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class Entry:
+    id: str
+    reason: str
+    signature: str | None = None
+    expires: _dt.date | None = None
+    line: int = 0
+
+    def as_dict(self) -> dict:
+        out = {"id": self.id, "reason": self.reason}
+        if self.signature:
+            out["signature"] = self.signature
+        if self.expires:
+            out["expires"] = self.expires.isoformat()
+        return out
+
+
+@dataclass
+class Result:
+    problems: list[str] = field(default_factory=list)
+    new: list[tuple[str, str]] = field(default_factory=list)        # (case id, signature)
+    stale: list[Entry] = field(default_factory=list)
+    unmatched: list[Entry] = field(default_factory=list)
+    changed: list[tuple[Entry, str, str]] = field(default_factory=list)   # (entry, case, signature)
+    expired: list[Entry] = field(default_factory=list)
+    known: list[str] = field(default_factory=list)
+    unsigned: list[tuple[Entry, str]] = field(default_factory=list)       # entries without a signature
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def as_dict(self) -> dict:
+        return {"ok": self.ok, "problems": self.problems, "known_failures": sorted(self.known),
+                "new": [c for c, _ in self.new], "stale": [e.id for e in self.stale],
+                "unmatched": [e.id for e in self.unmatched], "expired": [e.id for e in self.expired],
+                "changed": [c for _, c, _ in self.changed]}
+
+
+def _line_of(text: str, index: int) -> int:
+    count = -1
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("- "):
+            count += 1
+            if count == index:
+                return n
+    return 0
+
+
+def load(path: str | pathlib.Path) -> list[Entry]:
+    p = pathlib.Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as e:
+        raise GateError([f"{p}: cannot read: {e.strerror or e}"]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise GateError([f"{p}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}"]) from None
+    if data is None:
+        data = {"format": FORMAT, "entries": []}
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise GateError([f"{p}: not a known-failures file (expected 'format: {FORMAT}')"])
+    raw = data.get("entries") or []
+    problems, entries = [], []
+    if not isinstance(raw, list):
+        raise GateError([f"{p}: 'entries' must be a list"])
+    for i, e in enumerate(raw):
+        line = _line_of(text, i)
+        where = f"{p}:{line}"
+        if not isinstance(e, dict):
+            problems.append(f"{where}: an entry must be a mapping")
+            continue
+        unknown = set(e) - {"id", "reason", "signature", "expires"}
+        if unknown:
+            problems.append(f"{where}: unknown keys {sorted(unknown)}")
+        eid = e.get("id")
+        if not isinstance(eid, str) or not (_PATTERN.match(eid) or REQUIREMENT_ID.match(eid)):
+            problems.append(f"{where}: id {eid!r} is neither a case id pattern nor a requirement id")
+            continue
+        reason = e.get("reason")
+        if not isinstance(reason, str) or not reason.strip():
+            problems.append(f"{where}: entry {eid} needs a reason")
+        expires = e.get("expires")
+        if expires is not None and not isinstance(expires, _dt.date):
+            try:
+                expires = _dt.date.fromisoformat(str(expires))
+            except ValueError:
+                problems.append(f"{where}: expires {expires!r} is not a date (YYYY-MM-DD)")
+                expires = None
+        sig = e.get("signature")
+        if sig is not None and not isinstance(sig, str):
+            problems.append(f"{where}: signature must be text")
+        entries.append(Entry(eid, str(reason or ""), sig, expires, line))
+    ids = [e.id for e in entries]
+    for dup in sorted({i for i in ids if ids.count(i) > 1}):
+        problems.append(f"{p}: entry {dup} appears more than once")
+    if problems:
+        raise GateError(problems)
+    return entries
+
+
+def matches(entry_id: str, case_id: str, requirements: list[str]) -> bool:
+    """Whether an entry (a case id pattern or a requirement id) covers a case.  A pattern
+    that matches a renamed case id (spec/case_aliases.yaml) covers the cases that replaced it."""
+    if REQUIREMENT_ID.match(entry_id) and not CASE_ID.match(entry_id):
+        return entry_id in requirements
+    return _id_matches(entry_id, case_id) or any(
+        case_id in new and _id_matches(entry_id, old) for old, new in case_aliases().items())
+
+
+def _id_matches(pattern: str, case_id: str) -> bool:
+    want, got = pattern.split("."), case_id.split(".")
+    return len(want) == len(got) and all(fnmatch.fnmatchcase(g, w) if "*" in w else g == w
+                                         for w, g in zip(want, got))
+
+
+def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = None) -> Result:
+    """`cases`: report.json case entries (id, verdict, requirements, notes.signature)."""
+    today = today or _dt.date.today()
+    r = Result()
+    covered: dict[str, Entry] = {}
+    for e in entries:
+        hit = [c for c in cases if matches(e.id, c["id"], c.get("requirements", []))]
+        if len(hit) > MAX_EXPANSION:
+            r.problems.append(f"line {e.line}: {e.id} matches {len(hit)} cases, more than {MAX_EXPANSION}: "
+                              "name the cases more precisely")
+            continue
+        if e.expires and e.expires < today:
+            r.expired.append(e)
+            r.problems.append(f"line {e.line}: entry {e.id} expired on {e.expires}: fix the failure, or "
+                              "renew the entry with a new date")
+        if not hit:
+            r.unmatched.append(e)
+            r.problems.append(f"line {e.line}: entry {e.id} matches no case of this run: remove the entry "
+                              f"`- id: {e.id}`")
+            continue
+        failing = [c for c in hit if c["verdict"] in FAILING]
+        if not failing:
+            r.stale.append(e)
+            r.problems.append(f"line {e.line}: entry {e.id} is stale: its cases now pass: remove the entry "
+                              f"`- id: {e.id}`")
+            continue
+        for c in failing:
+            sig = (c.get("notes") or {}).get("signature", "")
+            covered.setdefault(c["id"], e)
+            if e.signature and sig != e.signature:
+                r.changed.append((e, c["id"], sig))
+                r.problems.append(f"line {e.line}: {c['id']} fails differently: signature {sig!r}, the entry says "
+                                  f"{e.signature!r}: replace the line `signature: {e.signature}` with "
+                                  f"`signature: {sig}` (or fix the new failure)")
+            elif not e.signature:
+                r.unsigned.append((e, sig))
+    for c in cases:
+        if c["verdict"] in FAILING:
+            if c["id"] in covered:
+                r.known.append(c["id"])
+            else:
+                sig = (c.get("notes") or {}).get("signature", "")
+                r.new.append((c["id"], sig))
+    if r.new:
+        lines = "".join(f"\n  - id: {cid}\n    reason: <why this failure is accepted>\n    signature: {sig}"
+                        for cid, sig in r.new)
+        r.problems.append(f"{len(r.new)} new failure(s); to accept them, add to the known-failures file:{lines}")
+    return r
+
+
+def update(path: str | pathlib.Path, entries: list[Entry], result: Result, loosen: bool = False) -> list[str]:
+    """Rewrite the file (created when missing): drop stale and unmatched entries, record
+    missing signatures, and (with `loosen`) add the new failures and the changed signatures.
+    Returns what changed, one line each."""
+    p = pathlib.Path(path)
+    changes = [] if p.exists() else [f"created {p}"]
+    drop = {id(e) for e in result.stale + result.unmatched}
+    signatures = {}
+    for e, sig in result.unsigned:
+        signatures.setdefault(id(e), set()).add(sig)
+    kept = []
+    for e in entries:
+        if id(e) in drop:
+            why = "its cases now pass" if any(e is s for s in result.stale) else "it matches no case of this run"
+            changes.append(f"removed `- id: {e.id}` ({why})")
+            continue
+        sigs = signatures.get(id(e))
+        if sigs and len(sigs) == 1 and next(iter(sigs)):
+            e.signature = next(iter(sigs))
+            changes.append(f"recorded `signature: {e.signature}` for {e.id}")
+        kept.append(e)
+    if loosen:
+        for e, case, sig in result.changed:
+            if e.signature != sig:
+                changes.append(f"changed the signature of {e.id} from {e.signature} to {sig}")
+                e.signature = sig
+        for cid, sig in result.new:
+            kept.append(Entry(cid, "added by --update-known-failures=loosen: say why it is accepted", sig or None))
+            changes.append(f"added `- id: {cid}`" + (f" (signature {sig})" if sig else ""))
+    elif result.new:
+        changes.append(f"did not add the {len(result.new)} new failure(s): tighten never adds "
+                       "(`--update-known-failures loosen` does)")
+    doc = {"format": FORMAT, "entries": [e.as_dict() for e in kept]}
+    text = ("# Known failures (ptlrpc-conformance regression gate); see docs/known-failures.md\n"
+            + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100))
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text, encoding="utf-8")
+    return changes or ["nothing to change"]

@@ -1,0 +1,26 @@
+"""What one run's pieces tell each other through the pytest config's stash (the plugin, the
+report collector, the CLI), and why a run stopped early."""
+from __future__ import annotations
+
+import pytest
+
+IUT_START_FAILURE = pytest.StashKey[str]()
+HELLO = pytest.StashKey[dict]()
+COLLECTOR = pytest.StashKey[object]()
+SMOKE = pytest.StashKey[list]()
+STOP_REASON = pytest.StashKey[str]()
+CLI_RUN = pytest.StashKey[bool]()             # the command line started this run (it prints the verdict)
+WORKER_USAGE_ERROR = pytest.StashKey[str]()   # xdist: a worker found a usage error in collection
+
+
+def stop_reason(session, exitstatus) -> str | None:
+    """Why a run ended early: a limit, xdist's reason, or an interruption (Ctrl-C)."""
+    config = session.config
+    reason = config.stash.get(STOP_REASON, None)
+    dsession = config.pluginmanager.getplugin("dsession")
+    for candidate in (reason, session.shouldstop, session.shouldfail, getattr(dsession, "shouldstop", None)):
+        if candidate and isinstance(candidate, str):
+            return candidate
+    if exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "interrupted"
+    return None

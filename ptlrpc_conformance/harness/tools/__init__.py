@@ -1,0 +1,1 @@
+"""Developer tools behind `ptlrpc-conformance bench` and `ptlrpc-conformance mutants`."""

@@ -1,0 +1,367 @@
+"""`ptlrpc-conformance bench`: how fast the harness drives implementations, on this machine.
+
+A benchmark, not a test: it prints figures, it judges nothing.  In one run it measures
+
+  in-process   decode calls/s of the bundled reference through the adapter interface
+               (`--iut reference`: a JSON round trip per call, no process)
+  exec         decode calls/s through `exec:` one request at a time (`call`) and pipelined
+               (`call_many`, batches of 256), for the echo testee (answers without decoding:
+               the raw pipe limit), the Python reference testee, the C example testee (built
+               with make; skipped with the reason when it cannot be built) and every
+               `--iut SPEC` given; the ratio pipelined / one at a time, and each testee's
+               share of the pipe limit
+  tshark       the tshark adapter's messages/s against tshark's own dissection rate (the
+               same messages as a capture file, dissected by one tshark run with the same
+               fields, its start-up time subtracted); skipped with the reason when tshark
+               or the adapter is missing, reported failed with the reason when tshark's
+               own run fails (an exit status other than 0, or no end within 600 s)
+  suite        wall time of `certify --iut reference`, serial and with `-n auto`
+
+Inputs: the valid bundled decode vectors up to 4 KiB (messages of a few hundred bytes, each
+decoded to a MESSAGE of about 1 KB; the run prints how many; the 1 MB vectors would measure
+JSON and hex throughput, not decoding), round robin.  The echo testee's fixed answer is a MESSAGE of the same size, so
+its rate is the transport's limit for these inputs.  `--quick` shortens every measurement and
+runs the suite section on one case, serially only (a smoke run; its figures mean little).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from ptlrpc_conformance.harness.capture import pcap
+from ptlrpc_conformance.harness.data.vectors import load_all
+from ptlrpc_conformance.harness.options import Parser
+from ptlrpc_conformance.harness.transport import tshark as tshark_adapter
+from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
+from ptlrpc_conformance.harness.transport.loader import load_adapter
+
+BATCH = 256
+MAX_INPUT = 4096
+QUICK_SUITE_ARGS = ["--case", "framing.magic.zero.decode", "--examples", "1"]
+
+
+def _inputs() -> list[dict]:
+    return [v.decode_request() for v in load_all()
+            if v.op == "decode" and v.verdict == "valid" and len(v.data) <= MAX_INPUT]
+
+
+def _measure(adapter, requests: list[dict], seconds: float, batch: int) -> tuple[float | None, str | None]:
+    """(calls per second, None), or (None, why) when the IUT misbehaved or cannot decode."""
+    n = 0
+    chunks = [[requests[(k * batch + i) % len(requests)] for i in range(batch)] for k in range(len(requests))]
+    try:
+        adapter.call_many(chunks[0])              # warm-up (and the hello)
+        start = time.perf_counter()
+        while True:
+            elapsed = time.perf_counter() - start
+            if elapsed >= seconds and n:
+                break
+            chunk = chunks[(n // batch) % len(chunks)]
+            if batch == 1:
+                outcomes = [adapter.call(chunk[0])]
+            else:
+                outcomes = adapter.call_many(chunk)
+            bad = next((o for o in outcomes if o.trouble), None)
+            if bad is not None:
+                return None, f"the IUT failed: {bad.describe()}"
+            n += len(outcomes)
+        return n / (time.perf_counter() - start), None
+    except NotApplicable as e:
+        return None, str(e)
+
+
+def _rate_pair(spec: str, requests, seconds: float, timeout: float, rounds: int = 3) -> dict:
+    """One at a time and pipelined, alternately, `rounds` times `seconds / rounds` each; the
+    best round of each counts (other load on the machine only ever makes a round slower)."""
+    row: dict = {"iut": spec}
+    try:
+        adapter = load_adapter(spec, timeout=timeout)
+        adapter.start()
+    except (UsageError, IUTStartError) as e:
+        row["skipped"] = f"cannot start: {e}"
+        return row
+    try:
+        row["name"] = f"{adapter.hello.name} {adapter.hello.version}"
+        for _ in range(rounds):
+            for key, batch in (("one_at_a_time", 1), ("pipelined", BATCH)):
+                rate, why = _measure(adapter, requests, seconds / rounds, batch)
+                if why:
+                    row["skipped"] = why
+                    return row
+                row[key] = max(row.get(key, 0), round(rate, 1))
+        row["ratio"] = round(row["pipelined"] / row["one_at_a_time"], 2)
+        row["restarts"] = adapter.restarts
+    finally:
+        adapter.close()
+    return row
+
+
+def _build_c_testee(src: pathlib.Path) -> tuple[str | None, str | None]:
+    """(the exec: spec of the built C testee, None) or (None, why it was skipped)."""
+    if not (src / "Makefile").is_file():
+        return None, f"{src} has no Makefile (the C example ships with a source checkout, not with the wheel)"
+    for tool in ("make", os.environ.get("CC", "cc")):
+        if shutil.which(tool) is None:
+            return None, f"{tool} is not installed (the C testee is built with make and a C compiler)"
+    proc = subprocess.run(["make", "-C", str(src), "ptlrpc-testee"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None, f"make -C {src} failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    return "exec:" + shlex.quote(str(src / "ptlrpc-testee")), None
+
+
+# ------------------------------------------------------------------------------------
+# tshark
+# ------------------------------------------------------------------------------------
+
+OWN_RUN_TIMEOUT = 600.0
+
+
+class _SectionFailed(Exception):
+    """A measurement that could not be made; the message says why."""
+
+
+def _tshark_section(spec: str, requests, seconds: float, timeout: float, rounds: int) -> dict:
+    row = _rate_pair(spec, requests, seconds, max(timeout, 30.0), rounds)
+    if "skipped" in row:
+        return row
+    program = tshark_adapter.find_tshark(spec.partition(":")[2] or None)
+    if program is None:
+        row["own_skipped"] = "tshark program not found"
+        return row
+    # tshark's own rate: the same requests (as request-direction PUTs) in one capture file,
+    # dissected by one tshark run printing the adapter's fields; start-up subtracted
+    messages = [bytes.fromhex(r["data"]) for r in requests if r.get("direction") == "request"]
+    with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
+        def capture(name: str, count: int) -> str:
+            path = os.path.join(tmp, name)
+            pcap.write_pcap(path, [{"client": "c1", "xid": i + 1, "request": messages[i % len(messages)],
+                                    "reply": None} for i in range(count)])
+            return path
+
+        fields = getattr(tshark_adapter, "FIELDS", ())
+        argv = [program, "-n", "-T", "ek"] + [x for f in fields for x in ("-e", f)]
+        env = dict(os.environ, WIRESHARK_CONFIG_DIR=tmp)
+
+        def run(path: str) -> float:
+            start = time.perf_counter()
+            what = f"`{os.path.basename(program)} -r {os.path.basename(path)}`"
+            try:
+                proc = subprocess.run(argv + ["-r", path], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                      env=env, check=False, timeout=OWN_RUN_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                raise _SectionFailed(f"{what} did not finish within {OWN_RUN_TIMEOUT:g} s") from None
+            except OSError as e:
+                raise _SectionFailed(f"{what} could not run: {e.strerror or e}") from None
+            if proc.returncode != 0:
+                err = proc.stderr.decode("utf-8", "replace").strip()[-300:]
+                raise _SectionFailed(f"{what} exited with status {proc.returncode}" + (f": {err}" if err else ""))
+            return time.perf_counter() - start
+
+        count = max(1000, int(row["pipelined"] * seconds))
+        one, many = capture("one.pcap", 1), capture("many.pcap", count)
+        try:
+            startup = min(run(one) for _ in range(2))
+            whole = min(run(many) for _ in range(rounds))
+        except _SectionFailed as e:
+            row["own_failed"] = str(e)
+            return row
+    row["tshark_startup_s"] = round(startup, 3)
+    row["tshark_own"] = round(count / max(whole - startup, 1e-6), 1)
+    row["tshark_messages"] = count
+    row["share_of_own"] = round(row["pipelined"] / row["tshark_own"], 2)
+    return row
+
+
+# ------------------------------------------------------------------------------------
+# suite wall time
+# ------------------------------------------------------------------------------------
+
+def _suite_section(quick: bool) -> dict:
+    extra = QUICK_SUITE_ARGS if quick else []
+    out: dict = {"command": "ptlrpc-conformance certify --iut reference" + (" " + " ".join(extra) if extra else ""),
+                 "runs": []}
+    have_xdist = importlib.util.find_spec("xdist") is not None
+    for jobs in (None, "auto"):
+        label = "serial" if jobs is None else f"-n {jobs}"
+        if jobs and not have_xdist:
+            out["runs"].append({"mode": label, "skipped": "pytest-xdist is not installed"})
+            continue
+        if jobs and quick:
+            out["runs"].append({"mode": label, "skipped": "--quick (starting workers costs more than one case)"})
+            continue
+        with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
+            argv = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "reference",
+                    "--out", os.path.join(tmp, "out"), "-q"] + extra + (["-n", jobs] if jobs else [])
+            start = time.perf_counter()
+            proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
+            wall = time.perf_counter() - start
+            run = {"mode": label, "wall_s": round(wall, 2), "exit_status": proc.returncode}
+            try:
+                report = json.loads(pathlib.Path(tmp, "out", "report.json").read_text())
+                run["cases"] = report["summary"]["total"]
+            except (OSError, ValueError, KeyError):
+                run["cases"] = None
+        out["runs"].append(run)
+    walls = [r.get("wall_s") for r in out["runs"]]
+    if all(walls):
+        out["speedup"] = round(walls[0] / walls[1], 2)
+    return out
+
+
+# ------------------------------------------------------------------------------------
+# output
+# ------------------------------------------------------------------------------------
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
+def _fmt(rate) -> str:
+    return f"{rate:,.0f}/s" if rate is not None else "-"
+
+
+def _print_exec(rows: list[dict], echo: dict | None) -> None:
+    print(f"  {'testee':<52} {'one at a time':>14} {'pipelined':>12} {'ratio':>7} {'of pipe limit':>14}")
+    limit = echo.get("pipelined") if echo else None
+    for r in rows:
+        label = r["label"]
+        if "skipped" in r:
+            print(f"  {label:<52} skipped: {r['skipped']}")
+            continue
+        share = f"{100 * r['pipelined'] / limit:.0f}%" if limit and r is not echo else ("100%" if r is echo else "-")
+        print(f"  {label:<52} {_fmt(r['one_at_a_time']):>14} {_fmt(r['pipelined']):>12} {r['ratio']:>6.1f}x "
+              f"{share:>14}")
+
+
+def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") -> int:
+    p = Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seconds", type=float, default=3.0, help="length of each measurement (default 3)")
+    p.add_argument("--quick", action="store_true",
+                   help="short measurements and a subset of the suite (a smoke run; figures mean little)")
+    p.add_argument("--iut", action="append", default=[], metavar="SPEC",
+                   help="also measure this IUT (exec:COMMAND, python:..., ...); repeatable")
+    p.add_argument("--c-testee", default=None, metavar="DIR",
+                   help="source directory of the C example testee, built with make (default examples/c-testee)")
+    p.add_argument("--tshark", default="tshark", metavar="SPEC",
+                   help="the tshark adapter's --iut value (default tshark)")
+    p.add_argument("--no-tshark", action="store_true", help="skip the tshark section")
+    p.add_argument("--no-suite", action="store_true", help="skip the suite wall-time section")
+    p.add_argument("--iut-timeout", type=float, default=10.0, help="per-call timeout (default 10)")
+    p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON to FILE")
+    args = p.parse_args(argv)
+    if not 0 < args.seconds < float("inf"):           # nan and inf too: a measurement must end
+        p.error(f"--seconds must be positive and finite, not {args.seconds:g}")
+    if not 0 < args.iut_timeout < float("inf"):
+        p.error(f"--iut-timeout must be positive and finite, not {args.iut_timeout:g}")
+    if args.json and not pathlib.Path(args.json).resolve().parent.is_dir():
+        p.error(f"--json {args.json}: no such directory")
+    seconds = min(args.seconds, 0.3) if args.quick else args.seconds
+    rounds = 1 if args.quick else 3
+    requests = _inputs()
+    cores = os.cpu_count()
+    load = _loadavg()
+    result: dict = {"format": "ptlrpc-conformance-bench/1",
+                    "machine": {"cores": cores, "python": platform.python_version(), "platform": platform.platform(),
+                                "load_before": load},
+                    "seconds": seconds, "rounds": rounds, "quick": args.quick, "batch": BATCH,
+                    "inputs": {"requests": len(requests), "max_bytes": MAX_INPUT}}
+    print(f"ptlrpc-conformance bench: {cores} cores, Python {platform.python_version()}, {platform.platform()}"
+          + (f"; load average {load:.2f}" if load is not None else ""))
+    print(f"inputs: {len(requests)} decode requests (the valid bundled vectors up to {MAX_INPUT} bytes), round robin; "
+          f"{seconds:g} s per figure, best of {rounds} rounds; pipelined = call_many, batches of {BATCH}"
+          + ("; --quick" if args.quick else ""))
+
+    print("\n[in-process] decode calls/s through the adapter interface (JSON round trip, no process)")
+    ref = _rate_pair("reference", requests, seconds, args.iut_timeout, rounds)
+    ref["label"] = "reference (in-process)"
+    result["in_process"] = ref
+    if "skipped" in ref:
+        print(f"  reference: skipped: {ref['skipped']}")
+    else:
+        print(f"  {'':<52} {'one at a time':>14} {'call_many':>12}")
+        print(f"  {'reference (in-process)':<52} {_fmt(ref['one_at_a_time']):>14} {_fmt(ref['pipelined']):>12}")
+
+    print("\n[exec] decode calls/s through exec: (a testee process on stdin/stdout)")
+    py = shlex.quote(sys.executable)
+    rows = []
+    echo = _rate_pair(f"exec:{py} -m ptlrpc_conformance.harness.transport.echo_testee", requests, seconds, args.iut_timeout,
+                      rounds)
+    echo["label"] = "echo, no decoding (raw pipe limit)"
+    rows.append(echo)
+    r = _rate_pair(f"exec:{py} -m ptlrpc_conformance.reference", requests, seconds, args.iut_timeout, rounds)
+    r["label"] = "reference (python -m ptlrpc_conformance.reference)"
+    rows.append(r)
+    src = (pathlib.Path(args.c_testee) if args.c_testee
+           else pathlib.Path(__file__).resolve().parents[2] / "examples" / "c-testee")
+    spec, why = _build_c_testee(src)
+    if spec is None:
+        rows.append({"iut": "c-testee", "label": "C example (examples/c-testee)", "skipped": why})
+    else:
+        r = _rate_pair(spec, requests, seconds, args.iut_timeout, rounds)
+        r["label"] = "C example (examples/c-testee)"
+        rows.append(r)
+    for extra in args.iut:
+        r = _rate_pair(extra, requests, seconds, args.iut_timeout, rounds)
+        r["label"] = extra if len(extra) <= 52 else extra[:49] + "..."
+        rows.append(r)
+    _print_exec(rows, echo if "skipped" not in echo else None)
+    result["exec"] = rows
+
+    print("\n[tshark] the tshark adapter against tshark's own dissection rate")
+    if args.no_tshark:
+        result["tshark"] = {"iut": args.tshark, "skipped": "--no-tshark"}
+    else:
+        result["tshark"] = _tshark_section(args.tshark, requests, seconds, args.iut_timeout, rounds)
+    t = result["tshark"]
+    if "skipped" in t:
+        print(f"  skipped: {t['skipped']}")
+    else:
+        print(f"  adapter ({t['iut']}): {_fmt(t['one_at_a_time'])} one at a time, {_fmt(t['pipelined'])} pipelined")
+        if "own_skipped" in t:
+            print(f"  tshark's own rate: skipped: {t['own_skipped']}")
+        elif "own_failed" in t:
+            print(f"  tshark's own rate: failed: {t['own_failed']}")
+        else:
+            print(f"  tshark's own rate: {_fmt(t['tshark_own'])} ({t['tshark_messages']} messages in one capture, "
+                  f"start-up {t['tshark_startup_s']:.2f} s subtracted); the adapter reaches "
+                  f"{100 * t['share_of_own']:.0f}% of it")
+
+    print("\n[suite] wall time of the whole certification run")
+    if args.no_suite:
+        result["suite"] = {"skipped": "--no-suite"}
+        print("  skipped: --no-suite")
+    else:
+        s = _suite_section(args.quick)
+        result["suite"] = s
+        print(f"  command: {s['command']}")
+        for run in s["runs"]:
+            if "skipped" in run:
+                print(f"  {run['mode']:<10} skipped: {run['skipped']}")
+            else:
+                status = "" if run["exit_status"] == 0 else f"  (exit status {run['exit_status']})"
+                print(f"  {run['mode']:<10} {run['wall_s']:>8.1f} s   {run['cases']} cases{status}")
+        if "speedup" in s:
+            print(f"  speed-up with -n auto: {s['speedup']:.2f}x")
+
+    result["machine"]["load_after"] = _loadavg()
+    if args.json:
+        try:
+            pathlib.Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
+        except OSError as e:
+            print(f"{prog}: cannot write {args.json}: {e.strerror or e}", file=sys.stderr)
+            return 2
+        print(f"\nfigures written to {args.json}")
+    return 0

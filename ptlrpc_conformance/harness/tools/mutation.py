@@ -1,0 +1,353 @@
+"""`ptlrpc-conformance mutants`: run the suite against every mutant of the zoo
+(ptlrpc_conformance/mutants.py) and report which cases killed each one.
+
+Each mutant runs in a subprocess of its own - `certify --iut
+python:ptlrpc_conformance.mutants:ID --area AREA ...` with a small `--examples` - several at
+a time (`--jobs`).  A run does not stop at the first failure, so the table can name every
+case that killed a mutant.  The stateful Hypothesis cases of a target (target.stateful.exchange,
+recovery.stateful.restart) spend seconds shrinking a failure, so they run in a second round,
+only for a mutant whose own requirement no other case of its areas failed (`--thorough`: one
+round with every case).  A mutant is *killed* when a round fails (exit status 1, or 0 when
+only SHOULD requirements fail) and its report names failing cases (verdict fail, or error: an
+IUT that crashes fails the case at hand); `failing_requirements` are the requirements the
+reports charged, which the zoo's tests require to include the mutant's own.  It *survives*
+when every case passed (exit status 0, or 5 when no MUST case of a capability applied); a run
+that ends otherwise (a usage error, an IUT that could not start, no report, a timeout) is a
+harness *error*, never counted as killed.
+
+Exit status: 0 every selected mutant was killed; 1 one survived or its run went wrong; 2
+usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+from ptlrpc_conformance import mutants
+from ptlrpc_conformance.harness.data import registry
+from ptlrpc_conformance.harness.options import Parser, positive_int
+
+KILLED, SURVIVED, ERROR = "killed", "survived", "error"
+DEFAULT_EXAMPLES = 20
+DEFAULT_TIMEOUT = 600.0
+SHOWN_KILLERS = 3          # case ids shown per mutant in the console table
+SLOW_KEYWORD = "stateful"  # -k keyword of the stateful cases (the second round)
+SLOW_AREAS = {"target", "recovery"}
+NO_SHRINK_PLUGIN = "ptlrpc_conformance.harness.tools.noshrink"   # verdicts unchanged, failures faster
+
+
+@dataclass
+class Result:
+    id: str
+    requirement: str
+    area: str
+    description: str
+    status: str                       # killed, survived, error
+    killed_by: list = field(default_factory=list)   # case ids that failed (or errored)
+    failing_requirements: list = field(default_factory=list)   # what the report charged them to
+    seconds: float = 0.0
+    cases_run: int = 0
+    exit_status: int | None = None
+    detail: str = ""                  # why a run is an error
+
+
+class _Usage(Exception):
+    pass
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = Parser(prog="ptlrpc-conformance mutants",
+                description="Run the suite against every mutant of the reference (ptlrpc_conformance/mutants.py) "
+                            "and print which cases killed each, with the mutation score.")
+    p.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 1, metavar="N",
+                   help="mutants run at once, each in a subprocess (default: the number of CPUs)")
+    p.add_argument("--mutant", action="append", default=[], metavar="ID", help="only this mutant (repeatable)")
+    p.add_argument("--requirement", action="append", default=[], metavar="ID",
+                   help="only the mutants of this requirement (repeatable)")
+    p.add_argument("--json", default=None, metavar="FILE", help="write the results as JSON")
+    p.add_argument("--markdown", default=None, metavar="FILE", help="write the table and scores as Markdown")
+    p.add_argument("--examples", type=positive_int, default=DEFAULT_EXAMPLES, metavar="N",
+                   help=f"examples per property case (default {DEFAULT_EXAMPLES})")
+    p.add_argument("--seed", type=int, default=None, help="seed of the property cases (default: the suite's)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"a mutant's run that takes longer is an error (default {DEFAULT_TIMEOUT:.0f})")
+    p.add_argument("--thorough", action="store_true",
+                   help="run every case of a mutant's areas in one round (slower: the stateful cases shrink "
+                        "every failure); by default they run only for mutants that survive the other cases")
+    p.add_argument("--list", action="store_true", help="print the zoo; run nothing")
+    return p
+
+
+def select(ids: list[str], requirements: list[str]):
+    chosen = list(mutants.MUTANTS)
+    unknown = [i for i in ids if i not in mutants.BY_ID]
+    if unknown:
+        raise _Usage(f"no mutant named {', '.join(unknown)} (see ptlrpc-conformance mutants --list)")
+    if ids:
+        chosen = [m for m in chosen if m.id in ids]
+    if requirements:
+        chosen = [m for m in chosen if m.requirement in requirements]
+        if not chosen:
+            raise _Usage(f"no mutant violates {', '.join(requirements)}")
+    return chosen
+
+
+def command(m, out_dir: pathlib.Path, examples: int, seed: int | None, keyword: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify",
+           "--iut", m.iut, "--out", str(out_dir),
+           "--examples", str(examples), "-q"]
+    for area in m.areas:
+        cmd += ["--area", area]
+    if m.profile:
+        cmd += ["--profile", m.profile]
+    if seed is not None:
+        cmd += ["--seed", str(seed)]
+    if keyword:
+        cmd += ["-k", keyword]
+    return cmd + ["--", "-p", NO_SHRINK_PLUGIN]
+
+
+def rounds(m, thorough: bool) -> list[str | None]:
+    """The -k expression of each round of a mutant's run (None: every case of its areas)."""
+    if thorough or not set(m.areas) & SLOW_AREAS:
+        return [None]
+    return [f"not {SLOW_KEYWORD}", SLOW_KEYWORD]
+
+
+def subprocess_env(pycache: str | None) -> dict:
+    """The environment of a mutant's run: this package importable, and (with `pycache`) the
+    byte-code of every run kept in one directory, so later runs do not compile again."""
+    env = dict(os.environ)
+    package_root = str(pathlib.Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
+    if pycache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
+    return env
+
+
+def run_one(m, examples: int, seed: int | None, timeout: float, thorough: bool = False,
+            env: dict | None = None) -> Result:
+    res = Result(m.id, m.requirement, "+".join(m.areas), m.description, ERROR)
+    env = env if env is not None else subprocess_env(None)
+    start = time.monotonic()
+    all_rounds = rounds(m, thorough)
+    for number, keyword in enumerate(all_rounds, 1):
+        with tempfile.TemporaryDirectory(prefix=f"mutant-{m.id}-") as tmp:
+            out = pathlib.Path(tmp) / "report"
+            left = timeout - (time.monotonic() - start)
+            try:
+                proc = subprocess.run(command(m, out, examples, seed, keyword), cwd=tmp, env=env,
+                                      capture_output=True, text=True, timeout=max(left, 1.0),
+                                      stdin=subprocess.DEVNULL)
+            except subprocess.TimeoutExpired:
+                res.status, res.killed_by = ERROR, []
+                res.seconds = time.monotonic() - start
+                res.detail = f"the run took longer than {timeout:g} s"
+                return res
+            res.seconds = time.monotonic() - start
+            res.exit_status = proc.returncode
+            tail = (proc.stderr.strip() or proc.stdout.strip())[-600:]
+            if proc.returncode == 2 and number > 1 and "no case was selected" in proc.stderr:
+                break                    # the areas have no stateful case: nothing more to run
+            try:
+                report = json.loads((out / "report.json").read_text())
+                verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
+                level = report["level"]
+                failing = list(level.get("failing_must") or ()) + list(level.get("failing_should") or ())
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                res.status = ERROR
+                res.detail = f"exit status {proc.returncode}, no readable report: {tail}"
+                return res
+        res.cases_run += sum(1 for v in verdicts.values() if v != "not-applicable")
+        killers = sorted(c for c, v in verdicts.items() if v in ("fail", "error"))
+        res.killed_by = sorted(set(res.killed_by) | set(killers))
+        res.failing_requirements = sorted(set(res.failing_requirements) | set(failing))
+        # a run that failed only SHOULD requirements exits 0 (warnings); one in which no MUST case
+        # of a capability applied (the protocol area alone) exits 5
+        warned = proc.returncode == 0 and killers and failing and not set(failing) - _should(failing)
+        if proc.returncode in (0, 5) and not killers:
+            if res.status != KILLED:
+                res.status = SURVIVED
+        elif (proc.returncode == 1 or warned) and killers:
+            res.status = KILLED
+            if m.requirement in res.failing_requirements:
+                return res              # else the next round may charge its own requirement
+        else:
+            res.status = ERROR
+            res.detail = (f"exit status {proc.returncode} with {len(res.killed_by)} failing case(s): {tail}"
+                          if proc.returncode in (0, 1) else
+                          f"the harness ended with exit status {proc.returncode}: {tail}")
+            return res
+    if res.status == SURVIVED and not res.cases_run:
+        res.detail = "no applicable case ran"
+    return res
+
+
+def _should(requirement_ids) -> set:
+    """Of `requirement_ids`, those of level SHOULD or MAY: a run they alone fail exits 0."""
+    known = registry.requirements()
+    return {r for r in requirement_ids if r in known and known[r].level != "MUST"}
+
+
+def run_all(chosen, jobs: int, examples: int, seed: int | None, timeout: float, progress=None,
+            thorough: bool = False) -> list[Result]:
+    """Every mutant in a subprocess, `jobs` at a time; the slowest areas start first."""
+    order = sorted(chosen, key=lambda m: (0 if set(m.areas) & SLOW_AREAS else 1))
+    results: dict[str, Result] = {}
+    lock = threading.Lock()
+    with tempfile.TemporaryDirectory(prefix="mutants-pycache-") as pycache, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        env = subprocess_env(pycache)
+        futures = {pool.submit(run_one, m, examples, seed, timeout, thorough, env): m for m in order}
+        for fut in concurrent.futures.as_completed(futures):
+            r = fut.result()
+            with lock:
+                results[r.id] = r
+                if progress:
+                    progress(r, len(results), len(order))
+    return [results[m.id] for m in chosen]
+
+
+# ---- scores and tables --------------------------------------------------------------------
+
+def score(results: list[Result], key) -> dict[str, tuple[int, int]]:
+    """key -> (mutants killed, mutants) over the results grouped by `key`."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in results:
+        killed, total = out.get(key(r), (0, 0))
+        out[key(r)] = (killed + (r.status == KILLED), total + 1)
+    return out
+
+
+def _pct(killed: int, total: int) -> str:
+    return f"{killed}/{total} ({100.0 * killed / total:.0f}%)" if total else "0/0"
+
+
+def _killers(r: Result, limit: int | None) -> str:
+    if r.status == SURVIVED:
+        return "SURVIVED" + (f" ({r.detail})" if r.detail else "")
+    if r.status == ERROR:
+        return f"ERROR: {r.detail.splitlines()[0] if r.detail else 'the run went wrong'}"
+    shown = r.killed_by if limit is None else r.killed_by[:limit]
+    more = len(r.killed_by) - len(shown)
+    return ", ".join(shown) + (f" (+{more} more)" if more else "") + _uncharged(r)
+
+
+def _uncharged(r: Result) -> str:
+    """A note for a mutant killed only through other requirements than its own."""
+    return "" if r.requirement in r.failing_requirements else f" [{r.requirement} not charged]"
+
+
+def text_table(results: list[Result]) -> str:
+    rows = [("mutant", "requirement", "area", "killed by", "time")]
+    rows += [(r.id, r.requirement, r.area, _killers(r, SHOWN_KILLERS), f"{r.seconds:.1f}s") for r in results]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        lines.append("  ".join(row[i].ljust(widths[i]) for i in range(4)) + "  " + row[4])
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def score_lines(results: list[Result]) -> list[str]:
+    killed = sum(r.status == KILLED for r in results)
+    lines = [f"mutation score: {_pct(killed, len(results))} killed"]
+    by_area = score(results, lambda r: r.area)
+    lines.append("by area: " + ", ".join(f"{a} {_pct(*v)}" for a, v in sorted(by_area.items())))
+    by_req = score(results, lambda r: r.requirement)
+    order = list(registry.requirements())
+    reqs = sorted(by_req, key=lambda k: order.index(k) if k in order else len(order))
+    lines.append("by requirement: " + ", ".join(f"{k} {_pct(*by_req[k])}" for k in reqs))
+    return lines
+
+
+def markdown(results: list[Result], wall: float, jobs: int, examples: int) -> str:
+    killed = sum(r.status == KILLED for r in results)
+    out = [f"Mutation score: **{_pct(killed, len(results))}** killed "
+           f"({len(results)} mutants, `--jobs {jobs}`, `--examples {examples}`, {wall:.0f} s wall time).", ""]
+    out += ["| area | score |", "|---|---|"]
+    out += [f"| {a} | {_pct(*v)} |" for a, v in sorted(score(results, lambda r: r.area).items())]
+    out += ["", "| mutant | requirement | area | bug | killed by | time |", "|---|---|---|---|---|---|"]
+    for r in results:
+        killers = _killers(r, SHOWN_KILLERS)
+        if r.status == KILLED:
+            killers = ", ".join(f"`{c}`" for c in r.killed_by[:SHOWN_KILLERS]) + (
+                f" (+{len(r.killed_by) - SHOWN_KILLERS} more)" if len(r.killed_by) > SHOWN_KILLERS else "") \
+                + _uncharged(r)
+        else:
+            killers = f"**{killers}**"
+        out.append(f"| `{r.id}` | {r.requirement} | {r.area} | {r.description} | {killers} | {r.seconds:.1f} s |")
+    out += ["", "| requirement | score |", "|---|---|"]
+    by_req = score(results, lambda r: r.requirement)
+    order = list(registry.requirements())
+    for k in sorted(by_req, key=lambda k: order.index(k) if k in order else len(order)):
+        out.append(f"| {k} | {_pct(*by_req[k])} |")
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        chosen = select(args.mutant, args.requirement)
+    except _Usage as e:
+        print(f"ptlrpc-conformance mutants: {e}", file=sys.stderr)
+        return 2
+    if args.list:
+        for m in chosen:
+            print(f"{m.id:<40} {m.requirement:<16} {'+'.join(m.areas):<17} {m.description}")
+        print(f"{len(chosen)} mutants")
+        return 0
+    if args.timeout <= 0:
+        print("ptlrpc-conformance mutants: --timeout must be positive", file=sys.stderr)
+        return 2
+    for opt, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path and not pathlib.Path(path).resolve().parent.is_dir():
+            print(f"ptlrpc-conformance mutants: {opt} {path}: no such directory", file=sys.stderr)
+            return 2
+    print(f"ptlrpc-conformance mutants: {len(chosen)} mutants, {args.jobs} at a time, "
+          f"--examples {args.examples}", flush=True)
+
+    def progress(r: Result, done: int, total: int) -> None:
+        print(f"[{done:>3}/{total}] {r.status:<8} {r.id} ({r.seconds:.1f} s"
+              + (f", {len(r.killed_by)} case(s)" if r.status == KILLED else "") + ")", flush=True)
+
+    start = time.monotonic()
+    try:
+        results = run_all(chosen, args.jobs, args.examples, args.seed, args.timeout, progress, args.thorough)
+    except KeyboardInterrupt:
+        print("ptlrpc-conformance mutants: interrupted", file=sys.stderr)
+        return 1
+    wall = time.monotonic() - start
+    print()
+    print(text_table(results))
+    print()
+    for line in score_lines(results):
+        print(line)
+    print(f"wall time: {wall:.1f} s")
+    problems = [r for r in results if r.status != KILLED]
+    for r in problems:
+        print(f"ptlrpc-conformance mutants: {r.id} {r.status}" + (f": {r.detail}" if r.detail else ""),
+              file=sys.stderr)
+    try:
+        if args.json:
+            doc = {"format": "ptlrpc-conformance-mutants/1", "wall_seconds": round(wall, 1), "jobs": args.jobs,
+                   "examples": args.examples, "seed": args.seed, "thorough": args.thorough,
+                   "score": {"killed": sum(r.status == KILLED for r in results), "total": len(results)},
+                   "mutants": [asdict(r) for r in results]}
+            pathlib.Path(args.json).write_text(json.dumps(doc, indent=1) + "\n")
+        if args.markdown:
+            pathlib.Path(args.markdown).write_text(markdown(results, wall, args.jobs, args.examples))
+    except OSError as e:
+        print(f"ptlrpc-conformance mutants: cannot write {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    return 0 if not problems else 1

@@ -1,0 +1,186 @@
+"""The adapter interface: the only way the suites reach an implementation under test.
+
+An `Adapter` carries testee-protocol requests (plain dicts, see docs/testee-protocol.md)
+to an IUT and brings back one `Outcome` per request.  `call_many` takes a batch, so a
+transport that pipelines (a subprocess) or works in batches (tshark) fits the same
+interface.  Capabilities are read once from the IUT's `hello`; asking for an operation
+whose capability the IUT did not declare, or for a decode in a direction its hello's
+`decode_directions` leaves out, raises `NotApplicable` before anything is sent.
+
+This module holds the interface and the in-process adapter; `exec.py` the subprocess
+adapter, `tshark.py` Wireshark's dissector, and `loader.py` turns an --iut value into one.
+"""
+from __future__ import annotations
+
+import json
+import traceback
+from typing import Any, Sequence
+
+from ptlrpc_conformance.harness.transport.protocol import CAPABILITY_OF_OP, Hello, HelloError, Outcome, check_response, parse_hello
+
+DEFAULT_TIMEOUT = 5.0
+MAX_DEPTH = 64                # a response nesting arrays/objects deeper is a protocol failure
+
+
+class NotApplicable(Exception):
+    """The IUT did not declare the capability an operation needs."""
+
+
+class IUTStartError(Exception):
+    """The IUT could not be started, or its hello was missing, invalid or not protocol 1."""
+
+
+class UsageError(Exception):
+    """An --iut value that names no loader, or a loader that cannot be resolved."""
+
+
+class Adapter:
+    """Base class: subclasses implement `_start()`, `_exchange(batch)` and `close()`."""
+
+    description = "adapter"
+
+    def __init__(self):
+        self.hello: Hello | None = None
+        self.restarts = 0
+        self.io_log = None            # a text file: every protocol line, "> " sent, "< " received
+
+    def log(self, direction: str, line: str) -> None:
+        if self.io_log is not None:
+            self.io_log.write(f"{direction} {line.rstrip()}\n")
+            self.io_log.flush()
+
+    # public API ----------------------------------------------------------------------
+    def start(self) -> Hello:
+        if self.hello is None:
+            self.hello = self._start()
+        return self.hello
+
+    def supports(self, capability: str) -> bool:
+        return capability in self.start().capabilities
+
+    def require(self, op: str, direction: str | None = None) -> None:
+        """Raise NotApplicable unless the IUT declared what `op` needs: its capability and,
+        for a decode, the `direction` among its hello's decode_directions."""
+        cap = CAPABILITY_OF_OP.get(op)
+        if cap is not None and not self.supports(cap):
+            raise NotApplicable(f"the IUT did not declare capability {cap!r} (needed for op {op!r})")
+        if op == "decode" and not self.start().decodes(direction):
+            declared = " and ".join(sorted(self.hello.decode_directions))
+            raise NotApplicable(f"the IUT decodes {declared} messages only (hello decode_directions), "
+                                f"not {direction} messages")
+
+    def call(self, request: dict, probe: bool = False) -> Outcome:
+        return self.call_many([request], probe=probe)[0]
+
+    def call_many(self, requests: Sequence[dict], probe: bool = False) -> list[Outcome]:
+        self.start()
+        if not probe:
+            for r in requests:
+                self.require(r.get("op", ""), r.get("direction"))
+        if not requests:
+            return []
+        return self._exchange(list(requests))
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.close()          # whatever the start left behind (a process, a directory)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # for subclasses ------------------------------------------------------------------
+    def _start(self) -> Hello:
+        raise NotImplementedError
+
+    def _exchange(self, requests: list[dict]) -> list[Outcome]:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------
+# in-process
+# ------------------------------------------------------------------------------------
+
+class InProcessAdapter(Adapter):
+    """Drives a Python object with `handle(request: dict) -> dict` (and optionally
+    `handle_batch(list) -> list`).  Requests and responses go through a JSON round trip,
+    so the object sees exactly what a process would see.  An exception raised by the
+    object is a `crash` outcome for that request.  In-process calls cannot be timed out."""
+
+    def __init__(self, target: Any, description: str = "python"):
+        super().__init__()
+        if not callable(getattr(target, "handle", None)):
+            raise UsageError(f"{description}: the factory returned {type(target).__name__}, "
+                             "which has no handle(request) method")
+        self.target = target
+        self.description = description
+
+    def _one(self, request: dict) -> Outcome:
+        text = json.dumps(request)
+        self.log(">", text)
+        wire = json.loads(text)
+        try:
+            response = self.target.handle(wire)
+            out = json.dumps(response)
+            response = json.loads(out)
+        except Exception as e:  # the IUT misbehaved: a failed case, never a broken run
+            tb = traceback.format_exception_only(type(e), e)[-1].strip()
+            self.log("!", f"raised {tb}")
+            return Outcome.crash(f"the implementation raised {tb}")
+        self.log("<", out)
+        if too_deep(out, response):
+            return Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
+        if isinstance(response, dict) and "id" not in response:
+            response = dict(response, id=None)
+        return check_response(response, expected_id=None)
+
+    def _start(self) -> Hello:
+        outcome = self._one({"op": "hello"})
+        if not outcome.ok:
+            raise IUTStartError(f"{self.description}: hello failed: {outcome.describe()}")
+        try:
+            return parse_hello(outcome.result)
+        except HelloError as e:
+            raise IUTStartError(f"{self.description}: {e}") from None
+
+    def _exchange(self, requests: list[dict]) -> list[Outcome]:
+        batch = getattr(self.target, "handle_batch", None)
+        if batch is None:
+            return [self._one(r) for r in requests]
+        try:
+            responses = json.loads(json.dumps(batch(json.loads(json.dumps(requests)))))
+        except Exception as e:
+            return [Outcome.crash(f"the implementation raised {type(e).__name__}: {e}")] * len(requests)
+        if not isinstance(responses, list) or len(responses) != len(requests):
+            return [Outcome.protocol("handle_batch did not return one response per request")] * len(requests)
+        return [Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
+                if too_deep(None, r) else
+                check_response(dict(r, id=None) if isinstance(r, dict) and "id" not in r else r, None)
+                for r in responses]
+
+
+def too_deep(text, value, limit: int = MAX_DEPTH) -> bool:
+    """Whether `value` (parsed from `text`, if given) nests arrays and objects more than
+    `limit` deep.  Such a response could break the code that judges or reports it (Python
+    recursion), so it is refused.  A text with fewer than `limit` brackets is not walked."""
+    if text is not None:
+        brackets = (b"[", b"{") if isinstance(text, bytes) else ("[", "{")
+        opens = text.count(brackets[0]) + text.count(brackets[1])
+        if opens <= limit:
+            return False
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        for c in children:
+            if isinstance(c, (dict, list)):
+                if depth >= limit:
+                    return True
+                stack.append((c, depth + 1))
+    return False

@@ -1,0 +1,58 @@
+"""Adapter loaders: from an --iut value to a (not yet started) adapter.
+
+  reference                       the bundled reference, in-process
+  python:package.module:factory   factory() returns an object with handle(request) -> response
+  exec:COMMAND                    a process speaking the protocol on stdin/stdout
+  tshark[:PROGRAM]                Wireshark's Lustre dissector (decode only)
+"""
+from __future__ import annotations
+
+import importlib
+
+from ptlrpc_conformance.harness.transport import tshark
+from ptlrpc_conformance.harness.transport.adapter import (
+    DEFAULT_TIMEOUT, Adapter, InProcessAdapter, IUTStartError, UsageError)
+from ptlrpc_conformance.harness.transport.exec import ExecAdapter
+from ptlrpc_conformance.reference import make_testee
+
+
+def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT, io_log: str | None = None) -> Adapter:
+    """Build the adapter an --iut value names (not started yet); `io_log` names a file that
+    records every protocol line exchanged."""
+    adapter = _load(spec, timeout)
+    if io_log:
+        adapter.io_log = open(io_log, "a", encoding="utf-8")
+    return adapter
+
+
+def _load(spec: str | None, timeout: float) -> Adapter:
+    spec = (spec or "reference").strip()
+    if spec == "reference":
+        return InProcessAdapter(make_testee(), description="reference")
+    if spec.startswith("python:"):
+        target = spec[len("python:"):]
+        module_name, sep, attr = target.partition(":")
+        if not sep or not module_name or not attr:
+            raise UsageError(f"--iut {spec!r}: expected python:package.module:factory")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as e:
+            raise UsageError(f"--iut {spec!r}: cannot import {module_name}: {type(e).__name__}: {e}") from None
+        factory = getattr(module, attr, None)
+        if factory is None or not callable(factory):
+            raise UsageError(f"--iut {spec!r}: {module_name} has no callable {attr!r}")
+        try:
+            obj = factory()
+        except Exception as e:
+            raise IUTStartError(f"--iut {spec!r}: the factory raised {type(e).__name__}: {e}") from None
+        return InProcessAdapter(obj, description=spec)
+    if spec == "tshark" or spec.startswith("tshark:"):   # Wireshark's Lustre dissector, decode only
+        return tshark.make(spec[len("tshark:"):] if spec.startswith("tshark:") else None, timeout=timeout)
+    if spec.startswith("exec:"):
+        command = spec[len("exec:"):].strip()
+        try:
+            return ExecAdapter(command, timeout=timeout)
+        except ValueError as e:   # shlex: unbalanced quotes
+            raise UsageError(f"--iut {spec!r}: {e}") from None
+    raise UsageError(f"--iut {spec!r}: expected 'reference', 'python:package.module:factory', 'exec:COMMAND' "
+                     "or 'tshark[:PROGRAM]'")

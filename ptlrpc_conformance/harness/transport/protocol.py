@@ -1,0 +1,315 @@
+"""Testee protocol v1: message shapes, outcome classes and validation of responses.
+
+The normative text is docs/testee-protocol.md; the JSON Schema is
+ptlrpc_conformance/schemas/testee-protocol-v1.json.  This module checks what comes back
+from an IUT and turns it into an `Outcome`:
+
+  ok        the IUT answered {"ok": true, "result": ...}
+  error     the IUT answered {"ok": false, "error": ERRNO_NAME, ...}: a rejection
+  crash     the IUT process died, or the in-process implementation raised
+  timeout   no answer within the per-call timeout
+  protocol  an answer that breaks the protocol (not JSON, wrong id, wrong shape)
+
+The last three are harness/protocol trouble: the case fails with that reason, never
+passes, and the report keeps them apart from conformance failures.
+
+The MESSAGE shape a decode returns is described once, at the end of this module, from the
+protocol facts (field names and widths of lustre_msg_v2 and ptlrpc_body): the JSON Schema is
+generated from that description (harness/transport/protocol_schema.py, tools/gen_schemas.py)
+and every decode result is checked against it (`message_shape_problems`).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ptlrpc_conformance import spec
+
+PROTOCOL_VERSION = 1
+
+# which capability each operation needs; ops not listed (hello) need none
+CAPABILITY_OF_OP = {
+    "decode": "decode",
+    "encode": "encode",
+    "exchange": "target",
+    "reset": "target",
+    "decode_struct": "structs",
+    "encode_struct": "structs",
+    "restart": "restart",
+    "end_recovery": "restart",
+}
+KNOWN_CAPABILITIES = frozenset(CAPABILITY_OF_OP.values())
+ERRNO_NAME = re.compile(r"^E[A-Z0-9]{1,31}$")
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: str
+    result: Any = None
+    error: str | None = None
+    detail: str = ""
+
+    TROUBLE = ("crash", "timeout", "protocol")
+
+    @classmethod
+    def crash(cls, detail: str) -> "Outcome":
+        return cls("crash", detail=detail)
+
+    @classmethod
+    def timeout(cls, detail: str) -> "Outcome":
+        return cls("timeout", detail=detail)
+
+    @classmethod
+    def protocol(cls, detail: str) -> "Outcome":
+        return cls("protocol", detail=detail)
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+    @property
+    def rejected(self) -> bool:
+        return self.kind == "error"
+
+    @property
+    def trouble(self) -> bool:
+        return self.kind in self.TROUBLE
+
+    def describe(self) -> str:
+        if self.kind == "ok":
+            return "accepted"
+        if self.kind == "error":
+            return f"rejected with {self.error}" + (f" ({self.detail})" if self.detail else "")
+        return f"{self.kind}: {self.detail}"
+
+
+DECODE_DIRECTIONS = frozenset(("request", "reply"))
+
+
+@dataclass(frozen=True)
+class Hello:
+    name: str
+    version: str
+    capabilities: frozenset
+    protocol: int
+    errno_agnostic: bool = False
+    raw: dict = field(default_factory=dict, compare=False)
+    # the directions whose decode the IUT implements (hello `decode_directions`, default both)
+    decode_directions: frozenset = DECODE_DIRECTIONS
+
+    def as_dict(self) -> dict:
+        return dict(self.raw)
+
+    def decodes(self, direction: Any) -> bool:
+        """Whether a decode in `direction` applies to this IUT (an unknown direction does: it is
+        the testee's to refuse)."""
+        return (not isinstance(direction, str) or direction not in DECODE_DIRECTIONS
+                or direction in self.decode_directions)
+
+
+class HelloError(Exception):
+    pass
+
+
+def parse_hello(result: Any) -> Hello:
+    if not isinstance(result, dict):
+        raise HelloError("hello result is not an object")
+    for key, typ in (("name", str), ("version", str), ("capabilities", list), ("protocol", int)):
+        if key not in result:
+            raise HelloError(f"hello result has no {key!r}")
+        if not isinstance(result[key], typ) or isinstance(result[key], bool):
+            raise HelloError(f"hello {key!r} must be a {typ.__name__}")
+    if result["protocol"] != PROTOCOL_VERSION:
+        raise HelloError(f"hello says protocol {result['protocol']}; this suite speaks protocol {PROTOCOL_VERSION}")
+    if not all(isinstance(c, str) for c in result["capabilities"]):
+        raise HelloError("hello capabilities must be strings")
+    agnostic = result.get("errno_agnostic", False)
+    if not isinstance(agnostic, bool):
+        raise HelloError("hello 'errno_agnostic' must be a boolean")
+    directions = result.get("decode_directions", sorted(DECODE_DIRECTIONS))
+    if (not isinstance(directions, list) or not directions
+            or not all(isinstance(d, str) and d in DECODE_DIRECTIONS for d in directions)):
+        raise HelloError("hello 'decode_directions' must be a non-empty list of \"request\" and \"reply\"")
+    caps = frozenset(c for c in result["capabilities"] if c in KNOWN_CAPABILITIES)  # unknown names ignored
+    return Hello(result["name"], result["version"], caps, result["protocol"], agnostic, dict(result),
+                 frozenset(directions))
+
+
+def check_response(response: Any, expected_id: Any) -> Outcome:
+    """Validate one response object; `expected_id` None skips the id check (in-process)."""
+    if not isinstance(response, dict):
+        return Outcome.protocol(f"response is not a JSON object: {str(response)[:80]}")
+    if expected_id is not None:
+        rid = response.get("id")
+        if type(rid) is not int or rid != expected_id:   # 1.0 and true are not the integer 1
+            return Outcome.protocol(f"response id {rid!r}, expected {expected_id}")
+    ok = response.get("ok")
+    if ok is True:
+        if "result" not in response:
+            return Outcome.protocol("response has ok=true but no result")
+        return Outcome("ok", result=response["result"])
+    if ok is False:
+        error = response.get("error")
+        if not isinstance(error, str) or not ERRNO_NAME.match(error):
+            return Outcome.protocol(f"response has ok=false but error {error!r} is not an errno name")
+        detail = response.get("detail", "")
+        return Outcome("error", error=error, detail=detail if isinstance(detail, str) else str(detail))
+    return Outcome.protocol(f"response has no boolean 'ok': {str(response)[:80]}")
+
+
+# ----------------------------------------------------------------------------------------
+# The MESSAGE shape (docs/testee-protocol.md section 2.2), described once
+# ----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Value:
+    """The JSON form of one MESSAGE field: `uint`/`int` an unsigned/signed integer of `bits`,
+    `uints` a list of `count` unsigned integers of `bits`, `text` at most `count` characters."""
+    kind: str
+    bits: int = 0
+    count: int = 0
+
+    @property
+    def noun(self) -> str:
+        """What the value must be, in words ("an unsigned 32-bit integer")."""
+        return {"uint": f"an unsigned {self.bits}-bit integer", "int": f"a signed {self.bits}-bit integer",
+                "uints": f"a list of {self.count} unsigned integers",
+                "text": f"a string of at most {self.count} characters"}[self.kind]
+
+    def _range(self) -> tuple[int, int]:
+        if self.kind == "int":
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        return 0, (1 << self.bits) - 1
+
+    def accepts(self, v: Any) -> bool:
+        if self.kind == "text":
+            return isinstance(v, str) and len(v) <= self.count
+        if self.kind == "uints":
+            return isinstance(v, list) and len(v) == self.count and all(Value("uint", self.bits).accepts(x) for x in v)
+        lo, hi = self._range()
+        return type(v) is int and lo <= v <= hi         # not bool, not 1.0
+
+    def schema(self) -> dict:
+        """The JSON Schema of the value."""
+        if self.kind == "text":
+            return {"type": "string", "maxLength": self.count}
+        if self.kind == "uints":
+            return {"type": "array", "items": Value("uint", self.bits).schema(),
+                    "minItems": self.count, "maxItems": self.count}
+        lo, hi = self._range()
+        return {"type": "integer", "minimum": lo, "maximum": hi}
+
+    def problem(self, path: str, v: Any) -> str | None:
+        """None, or the line that says `v` is not this value."""
+        if self.accepts(v):
+            return None
+        if self.kind in ("uint", "int"):
+            return f"{path} = {v!r} is not {self.noun}"
+        return f"{path} is not {self.noun}"
+
+
+def _values(struct_name: str) -> dict[str, Value]:
+    """Every fixed field of a structure, as the MESSAGE carries it: integers at their width
+    (signed where facts.json says so), arrays as lists, char arrays as text up to the NUL."""
+    signed = set(spec.facts()["signed"].get(struct_name, ()))
+    out: dict[str, Value] = {}
+    for f in spec.layout(struct_name).fields:
+        if f.flexible:
+            continue
+        if f.count and f.type.startswith("char"):
+            out[f.name] = Value("text", count=f.size - 1)          # the last byte is the NUL
+        elif f.count:
+            out[f.name] = Value("uints", bits=8 * f.elem_size, count=f.count)
+        else:
+            out[f.name] = Value("int" if f.name in signed else "uint", bits=8 * f.size)
+    return out
+
+
+BYTE_ORDERS = ("little", "big")
+HEX = re.compile(r"^([0-9a-fA-F]{2})*$")            # bytes: two digits each, no separators
+U32 = Value("uint", 32)
+MAX_BUFCOUNT = spec.constant("PTLRPC_MAX_BUFCOUNT")
+HEADER: dict[str, Value] = _values("lustre_msg_v2")        # exactly these members
+BODY: dict[str, Value] = _values("ptlrpc_body_v3")         # no other members
+BODY_REQUIRED: tuple[str, ...] = tuple(spec.layout("ptlrpc_body_v2").names())
+BODY_FULL_SIZE = spec.constant("PTLRPC_BODY_V3_SIZE")      # fields beyond v2 present iff lm_buflens[0] >= this
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    required: bool
+    what: str           # in words; docs/testee-protocol.md says it at length
+
+
+MESSAGE: tuple[Member, ...] = (
+    Member("byte_order", True, "the sender's byte order: " + " or ".join(BYTE_ORDERS)),
+    Member("header", True, f"exactly the {len(HEADER)} lustre_msg_v2 header fields"),
+    Member("buflens", True, f"lm_bufcount (1 to {MAX_BUFCOUNT}) unsigned 32-bit buffer lengths"),
+    Member("body", True, "every ptlrpc_body_v2 field; the ptlrpc_body_v3 ones exactly when "
+                         f"lm_buflens[0] >= {BODY_FULL_SIZE}; no other member"),
+    Member("buffers", True, "every buffer's bytes as received, unpadded, as hex"),
+    Member("computed_cksum", False, "crc32 of buffer 0 as received (optional)"),
+    Member("structs", False, "capability structs: the buffers after the body, decoded, by index "
+                             "(judged by comparison, not here)"),
+)
+
+
+def message_shape_problems(msg: Any, partial_buffers: bool = False) -> list[str]:
+    """What in a decode result breaks the MESSAGE shape described above, one line each.
+    `partial_buffers`: a buffer may hold fewer bytes than its buflen (an accepted message
+    whose buflen wrapped, docs/testee-protocol.md section 5)."""
+    if not isinstance(msg, dict):
+        return ["result is not an object"]
+    p: list[str] = []
+    if msg.get("byte_order") not in BYTE_ORDERS:
+        p.append(f"byte_order is {msg.get('byte_order')!r}, not " + " or ".join(map(repr, BYTE_ORDERS)))
+    header = msg.get("header")
+    if not isinstance(header, dict):
+        p.append("header is not an object")
+    else:
+        p += _fields_problems("header", header, HEADER, required=tuple(HEADER), title="lustre_msg_v2 header")
+    buflens = msg.get("buflens")
+    if not isinstance(buflens, list) or not 1 <= len(buflens) <= MAX_BUFCOUNT or not all(U32.accepts(v) for v in buflens):
+        p.append(f"buflens is not a list of 1 to {MAX_BUFCOUNT} unsigned 32-bit integers")
+        buflens = None
+    elif isinstance(header, dict) and header.get("lm_bufcount") != len(buflens):
+        p.append(f"buflens has {len(buflens)} entries, lm_bufcount is {header.get('lm_bufcount')}")
+    body = msg.get("body")
+    if not isinstance(body, dict):
+        p.append("body is not an object")
+    else:
+        p += _fields_problems("body", body, BODY, required=BODY_REQUIRED, title="ptlrpc_body")
+        if buflens:
+            full = buflens[0] >= BODY_FULL_SIZE
+            for name in BODY:
+                if name not in BODY_REQUIRED and (name in body) != full:
+                    p.append(f"body.{name} must be present exactly when lm_buflens[0] >= {BODY_FULL_SIZE}"
+                             f" (lm_buflens[0] = {buflens[0]}, {name} {'present' if name in body else 'absent'})")
+    buffers = msg.get("buffers")
+    if not isinstance(buffers, list) or not all(isinstance(b, str) for b in buffers):
+        p.append("buffers is not a list of hex strings")
+    else:
+        for i, b in enumerate(buffers):
+            if not HEX.match(b):
+                p.append(f"buffers[{i}] is not hex")
+            elif buflens and i < len(buflens) and len(b) // 2 != buflens[i] \
+                    and not (partial_buffers and len(b) // 2 < buflens[i]):
+                p.append(f"buffers[{i}] has {len(b) // 2} bytes, lm_buflens[{i}] is {buflens[i]}")
+        if buflens and len(buffers) != len(buflens):
+            p.append(f"{len(buffers)} buffers for {len(buflens)} buflens")
+    if "computed_cksum" in msg:
+        p += filter(None, [U32.problem("computed_cksum", msg["computed_cksum"])])
+    return p
+
+
+def _fields_problems(path: str, obj: dict, values: dict[str, Value], required: tuple[str, ...],
+                     title: str) -> list[str]:
+    p = [f"{path}.{k} is not a {title} field" for k in obj if k not in values]
+    for name, value in values.items():
+        if name in obj:
+            p += filter(None, [value.problem(f"{path}.{name}", obj[name])])
+        elif name in required:
+            p.append(f"{path}.{name} is missing")
+    return p

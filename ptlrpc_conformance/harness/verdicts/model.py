@@ -1,0 +1,180 @@
+"""The suite's own rule model of a receiver: which messages a decoder must accept, and
+with which errno class it must reject the others.
+
+It exists to give derived variants and property tests their verdicts without asking any
+implementation (the bundled reference included).  It knows only what the checks need:
+lengths, counts, the magic, and three body words, read in the order the testee protocol
+pins (docs/testee-protocol.md §2.2, after Lustre's lustre_unpack_msg_v2 and
+lustre_unpack_*_ptlrpc_body).  Facts come from facts.json.
+
+Each check is a RULES.md rule, and each rule is one requirement (RULE_REQUIREMENT): a
+message the model rejects breaks the requirement of the first failing check
+(`Prediction.requirement`).  `failing_rules` lists every check a message fails, in Lustre's
+order, so that a rejection with the errno class of a later check can be told apart as a
+check applied out of order (HDR-ORDER-1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ptlrpc_conformance import spec
+
+ANY_CLASS = ("EINVAL", "EFAULT", "EPROTO")
+
+# the requirement (spec/requirements.yaml) each rule of the model stands for
+RULE_REQUIREMENT = {
+    "HDR-2": "HDR-LENGTH-1", "HDR-6": "HDR-BUFCOUNT-1", "HDR-7": "HDR-BUFLENS-1", "HDR-8": "HDR-BUFLEN-1",
+    "HDR-8 (wrap)": "HDR-BUFLEN-2", "HDR-9": "HDR-TOTAL-1", "HDR-4": "HDR-MAGIC-3", "BODY-2": "BODY-SIZE-1",
+    "BODY-3": "BODY-VERSION-1", "BODY-5": "BODY-TYPE-2", "BODY-6": "BODY-TYPE-1",
+    # a wrapped buflen Lustre follows (profile lustre-2.17.57-literal): only robustness is judged
+    "HDR-8 (wrap, tolerated)": "DEC-ROBUST-1",
+}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    verdict: str                       # valid | invalid | acceptable
+    errno: tuple[str, ...] = ()
+    rule: str = ""                     # the RULES.md rule that decided
+    expect: dict = field(default_factory=dict)
+    required_length: int | None = None # header + rounded buffers, when the header could be read
+
+    @property
+    def requirement(self) -> str | None:
+        """The requirement of the rule that decided (None for a valid message)."""
+        return RULE_REQUIREMENT.get(self.rule) if self.rule else None
+
+
+def _limits():
+    c = spec.constant
+    return dict(fixed=c("LUSTRE_MSG_HEADER_FIXED"), maxcount=c("PTLRPC_MAX_BUFCOUNT"),
+                maxlen=c("PTLRPC_MAX_BUFLEN"), v2=c("PTLRPC_BODY_V2_SIZE"), v3=c("PTLRPC_BODY_V3_SIZE"),
+                magic=c("LUSTRE_MSG_MAGIC_V2"), swabbed=c("LUSTRE_MSG_MAGIC_V2_SWABBED"),
+                version=c("PTLRPC_MSG_VERSION"), request=c("PTL_RPC_MSG_REQUEST"),
+                reply=c("PTL_RPC_MSG_REPLY"), err=c("PTL_RPC_MSG_ERR"))
+
+
+LIMITS = _limits()
+BODY = {f.name: f for f in spec.layout("ptlrpc_body_v3").fields}
+HDR = {f.name: f for f in spec.layout("lustre_msg_v2").fields}
+
+
+def _reader(data: bytes):
+    """The sender's byte order (from lm_magic) and a reader of unsigned words in it."""
+    magic_at = HDR["lm_magic"].offset
+    order = "big" if int.from_bytes(data[magic_at:magic_at + 4], "little") == LIMITS["swabbed"] else "little"
+
+    def u(offset: int, size: int = 4) -> int:
+        return int.from_bytes(data[offset:offset + size], order)
+    return order, u
+
+
+def predict(data: bytes, direction: str, tolerate_wrap: bool = False) -> Prediction:
+    """The verdict for `data` received as `direction`.  With `tolerate_wrap` (profile
+    lustre-2.17.57-literal) a buffer length whose rounding wraps is followed as Lustre
+    follows it, and a message that then passes every check is `acceptable`."""
+    L = LIMITS
+    n = len(data)
+    reject = lambda errno, rule, required=None: Prediction("invalid", errno, rule, required_length=required)
+    if n < L["fixed"]:
+        return reject(("EINVAL",), "HDR-2")
+    order, u = _reader(data)
+    count = u(HDR["lm_bufcount"].offset)
+    if count < 1 or count > L["maxcount"]:
+        return reject(("EINVAL",), "HDR-6")
+    base = HDR["lm_buflens"].offset
+    header = -(-(base + 4 * count) // 8) * 8
+    if n < header:
+        return reject(("EINVAL",), "HDR-7")
+    lens = [u(base + 4 * i) for i in range(count)]
+    wrapped = False
+    placed = []
+    for length in lens:
+        rounded = -(-length // 8) * 8
+        if rounded >= 1 << 32:
+            if not tolerate_wrap:
+                return reject(("EINVAL",), "HDR-8 (wrap)")
+            wrapped, rounded = True, rounded - (1 << 32)
+        if rounded > L["maxlen"]:
+            return reject(("EINVAL",), "HDR-8")
+        placed.append(rounded)
+    required = header + sum(placed)
+    if required > n or required > L["maxlen"]:
+        return reject(("EINVAL",), "HDR-9", required)
+    if u(HDR["lm_magic"].offset) != L["magic"]:
+        return reject(("EINVAL", "EPROTO"), "HDR-4", required)
+    if lens[0] < L["v2"]:
+        return reject(("EFAULT",), "BODY-2", required)
+    body = header
+    version = u(body + BODY["pb_version"].offset)
+    if version & 0xFFFF != L["version"]:
+        return reject(("EINVAL",), "BODY-3", required)
+    ptype = u(body + BODY["pb_type"].offset)
+    if direction == "reply" and ptype not in (L["reply"], L["err"]):
+        return reject(("EPROTO",), "BODY-6", required)
+    if direction == "request" and ptype != L["request"]:
+        return reject(ANY_CLASS, "BODY-5", required)
+    expect = {
+        "byte_order": order,
+        "header": {"lm_bufcount": count, "lm_magic": L["magic"]},
+        "buflens": lens,
+        "body": {"pb_type": ptype, "pb_version": version},
+    }
+    if lens[0] < L["v3"]:
+        expect["body"]["pb_jobid"] = None
+    if wrapped:
+        return Prediction("acceptable", (), "HDR-8 (wrap, tolerated)", required_length=required)
+    return Prediction("valid", (), "", expect, required)
+
+
+def failing_rules(data: bytes, direction: str, tolerate_wrap: bool = False) -> list[tuple[str, tuple[str, ...]]]:
+    """Every check `data` fails, in Lustre's order, as (rule, errno classes); [] for a message
+    the model accepts.  The first is `predict`'s rule.  The later ones are the checks that
+    would also reject the message, as far as it can still be read (a message too short for
+    its lm_buflens[] ends the list, as does one too short for the body words checked)."""
+    L = LIMITS
+    n = len(data)
+    out: list[tuple[str, tuple[str, ...]]] = []
+    if n < L["fixed"]:
+        return [("HDR-2", ("EINVAL",))]
+    order, u = _reader(data)
+    count = u(HDR["lm_bufcount"].offset)
+    if count < 1 or count > L["maxcount"]:
+        out.append(("HDR-6", ("EINVAL",)))
+    base = HDR["lm_buflens"].offset
+    header = -(-(base + 4 * count) // 8) * 8
+    if n < header:
+        return out + [("HDR-7", ("EINVAL",))]
+    lens = [u(base + 4 * i) for i in range(count)]
+    placed = []
+    for length in lens:
+        rounded = -(-length // 8) * 8
+        if rounded >= 1 << 32:
+            if not tolerate_wrap:
+                out.append(("HDR-8 (wrap)", ("EINVAL",)))
+                break
+            rounded -= 1 << 32
+        if rounded > L["maxlen"]:
+            out.append(("HDR-8", ("EINVAL",)))
+            break
+        placed.append(rounded)
+    required = header + sum(-(-x // 8) * 8 % (1 << 32) for x in lens)
+    if required > n or required > L["maxlen"]:
+        out.append(("HDR-9", ("EINVAL",)))
+    if u(HDR["lm_magic"].offset) != L["magic"]:
+        out.append(("HDR-4", ("EINVAL", "EPROTO")))
+    if not lens:
+        return out + [("BODY-2", ("EFAULT",))]
+    if lens[0] < L["v2"]:
+        out.append(("BODY-2", ("EFAULT",)))
+    body = header
+    if n < body + BODY["pb_version"].offset + 4:
+        return out
+    if u(body + BODY["pb_version"].offset) & 0xFFFF != L["version"]:
+        out.append(("BODY-3", ("EINVAL",)))
+    ptype = u(body + BODY["pb_type"].offset)
+    if direction == "reply" and ptype not in (L["reply"], L["err"]):
+        out.append(("BODY-6", ("EPROTO",)))
+    if direction == "request" and ptype != L["request"]:
+        out.append(("BODY-5", ANY_CLASS))
+    return out

@@ -1,0 +1,137 @@
+"""The suite's own view of wire structures (little-endian only), from spec/layouts.json.
+
+Used to build inputs and read outputs of the structure cases and properties, never to
+judge an IUT by asking an IUT.  It flattens a structure into leaves — integers, char
+arrays, integer arrays — each with a dotted path; nested structures and every union
+member view are walked.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ptlrpc_conformance.spec import layouts
+
+INT = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s8": 1, "s16": 2, "s32": 4, "s64": 8}
+
+
+@dataclass(frozen=True)
+class Leaf:
+    path: tuple[str, ...]     # ("oa", "o_oi", "oi_fid", "f_seq"); list items as "[i]"
+    offset: int
+    size: int                 # element size for arrays
+    kind: str                 # an INT key or "char"
+    count: int | None = None  # element count (arrays), None for scalars
+    first_view: bool = True   # False inside the second and later members of a union
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path).replace(".[", "[")
+
+
+@functools.lru_cache(maxsize=None)
+def entry(name: str) -> dict:
+    """A structure's layout entry (shared: do not modify)."""
+    return layouts.load()["structs"][layouts.canonical(name)]
+
+
+@functools.lru_cache(maxsize=None)
+def leaves(name: str) -> tuple[Leaf, ...]:
+    return tuple(_walk(layouts.canonical(name), 0, (), True))
+
+
+def _walk(name: str, base: int, path: tuple, first: bool):
+    seen_union = set()
+    for f in entry(name)["fields"]:
+        if f.get("flexible"):
+            continue
+        view_first = first
+        if f.get("union"):
+            view_first = first and f["union"] not in seen_union
+            seen_union.add(f["union"])
+        at = base + f["offset"]
+        p = path + (f["name"],)
+        t = f["type"]
+        if t.startswith("struct "):
+            inner = t[len("struct "):]
+            if "count" in f:
+                size = entry(inner)["size"]
+                for i in range(f["count"]):
+                    yield from _walk(inner, at + i * size, p + (f"[{i}]",), view_first)
+            else:
+                yield from _walk(inner, at, p, view_first)
+        elif t == "char":
+            yield Leaf(p, at, 1, "char", f.get("count", 1), view_first)
+        else:
+            yield Leaf(p, at, INT[t], t, f.get("count"), view_first)
+
+
+def size(name: str) -> int:
+    return entry(name)["size"]
+
+
+def read_leaf(leaf: Leaf, data: bytes):
+    if leaf.kind == "char":
+        return data[leaf.offset:leaf.offset + leaf.count].split(b"\0", 1)[0].decode("latin-1")
+    signed = leaf.kind.startswith("s")
+    if leaf.count is None:
+        return int.from_bytes(data[leaf.offset:leaf.offset + leaf.size], "little", signed=signed)
+    return [int.from_bytes(data[leaf.offset + i * leaf.size:leaf.offset + (i + 1) * leaf.size], "little",
+                           signed=signed) for i in range(leaf.count)]
+
+
+def unpack(name: str, data: bytes) -> dict:
+    """Every field of every view, nested, as decode_struct reports `fields`."""
+    out: dict = {}
+    for leaf in leaves(name):
+        node = out
+        path = list(leaf.path)
+        # arrays of structures: "[i]" segments become list indexes
+        for seg, nxt in zip(path, path[1:]):
+            if nxt.startswith("["):
+                node = node.setdefault(seg, [])
+                continue
+            if seg.startswith("["):
+                i = int(seg[1:-1])
+                while len(node) <= i:
+                    node.append({})
+                node = node[i]
+                continue
+            node = node.setdefault(seg, {})
+        node[path[-1]] = read_leaf(leaf, data)
+    _nested_flexible(name, out)
+    for f in entry(name)["fields"]:                 # a trailing flexible array takes what follows
+        if f.get("flexible"):
+            t = f["type"]
+            if t.startswith("struct "):
+                inner = t[len("struct "):]
+                n = size(inner)
+                out[f["name"]] = [unpack(inner, data[at:at + n]) for at in range(f["offset"], len(data) - n + 1, n)]
+            elif t == "char":
+                n = f.get("elem_size") or 1
+                out[f["name"]] = [data[at:at + n].split(b"\0", 1)[0].decode("latin-1")
+                                  for at in range(f["offset"], len(data) - n + 1, n)]
+            else:
+                n = INT[t]
+                out[f["name"]] = [int.from_bytes(data[at:at + n], "little", signed=t.startswith("s"))
+                                  for at in range(f["offset"], len(data) - n + 1, n)]
+    return out
+
+
+def _nested_flexible(name: str, out: dict) -> None:
+    """A flexible array inside a nested structure has no room: it reads as []."""
+    for f in entry(name)["fields"]:
+        t = f["type"]
+        if t.startswith("struct ") and "count" not in f and not f.get("flexible") and isinstance(out.get(f["name"]), dict):
+            inner = t[len("struct "):]
+            for g in entry(inner)["fields"]:
+                if g.get("flexible"):
+                    out[f["name"]][g["name"]] = []
+            _nested_flexible(inner, out[f["name"]])
+
+
+def top_field(name: str, field_name: str) -> dict:
+    for f in entry(name)["fields"]:
+        if f["name"] == field_name:
+            return f
+    raise KeyError(f"{name} has no field {field_name}")

@@ -1,0 +1,156 @@
+"""docs/ci.md's CI recipe (examples/ci/github-actions.yml and examples/ci/certify.sh) stays in
+step with the command line: the page shows both files verbatim, every `ptlrpc-conformance`
+command in them uses options its subcommand has, the workflow's certify command runs, and the
+folder the workflow uploads is the one certify writes.  Also: .gitignore covers the default
+output folders."""
+import functools
+import os
+import re
+import shlex
+import subprocess
+import sys
+import json
+
+import yaml
+
+import ptlrpc_conformance
+from conftest import ROOT
+from ptlrpc_conformance.harness import options
+
+WORKFLOW = ROOT / "examples" / "ci" / "github-actions.yml"
+SCRIPT = ROOT / "examples" / "ci" / "certify.sh"
+DOC = ROOT / "docs" / "ci.md"
+SEPARATORS = {"||", "&&", ";", "|"}
+
+
+def _included(rel: str) -> str:
+    m = re.search(rf"<!-- include: {re.escape(rel)} [^>]*-->\n```\w+\n(.*?)```\n<!-- end include -->",
+                  DOC.read_text(), re.S)
+    assert m, f"docs/ci.md does not include {rel} between the markers"
+    return m.group(1)
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _step(name: str) -> dict:
+    steps = [s for s in _workflow()["jobs"]["certify"]["steps"] if s.get("name") == name]
+    assert len(steps) == 1, name
+    return steps[0]
+
+
+def _argv(line: str) -> list[str]:
+    argv = shlex.split(line, comments=True)
+    for i, token in enumerate(argv):
+        if token in SEPARATORS:
+            return argv[:i]
+    return argv
+
+
+def _commands(text: str) -> list[list[str]]:
+    """The `ptlrpc-conformance ...` command lines of a script, a run: step or a page."""
+    text = text.replace("\\\n", " ")
+    return [_argv(line.strip()) for line in text.splitlines() if line.strip().startswith("ptlrpc-conformance ")]
+
+
+def _workflow_commands() -> list[list[str]]:
+    return [c for s in _workflow()["jobs"]["certify"]["steps"] if "run" in s for c in _commands(s["run"])]
+
+
+@functools.lru_cache(maxsize=None)
+def _help(sub: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", sub, "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, f"ptlrpc-conformance {sub} --help: {proc.stderr}"
+    return proc.stdout
+
+
+def _check_against_help(argv: list[str]) -> None:
+    assert argv[0] == "ptlrpc-conformance" and len(argv) > 1, argv
+    text = _help(argv[1])
+    known = set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", text))
+    for token in argv[2:]:
+        if token.startswith("-") and token != "-":
+            assert token.split("=")[0] in known, f"{shlex.join(argv)}: {token} is not an option of {argv[1]}"
+
+
+def test_the_page_shows_both_files_verbatim():
+    assert _included("examples/ci/github-actions.yml") == WORKFLOW.read_text()
+    assert _included("examples/ci/certify.sh") == SCRIPT.read_text()
+
+
+def test_every_command_uses_options_the_cli_has():
+    found = {"workflow": _workflow_commands(), "script": _commands(SCRIPT.read_text()),
+             "page": _commands(DOC.read_text())}
+    assert [c[1] for c in found["workflow"]] == ["certify"]
+    assert [c[1] for c in found["script"]] == ["certify"]
+    assert any("--update-known-failures" in c for c in found["page"])     # the bootstrap run
+    for commands in found.values():
+        for argv in commands:
+            _check_against_help(argv)
+
+
+def test_the_script_is_the_workflow_without_github():
+    assert _commands(SCRIPT.read_text()) == _workflow_commands()
+    defaults = dict(re.findall(r'^(\w+)=\$\{\1:-"([^"]*)"\}', SCRIPT.read_text(), re.M))
+    assert defaults == _workflow()["env"]
+    assert 'python3 -m pip install "$SUITE"' in SCRIPT.read_text()
+    proc = subprocess.run(["bash", "-n", str(SCRIPT)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_workflow_installs_this_suite_and_uploads_always():
+    wf = _workflow()
+    assert set(wf.get("on", wf.get(True))) == {"push", "pull_request"}      # YAML 1.1 reads `on` as True
+    assert wf["env"]["SUITE"] == f"ptlrpc-conformance=={ptlrpc_conformance.__version__}"
+    steps = wf["jobs"]["certify"]["steps"]
+    python = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))
+    assert tuple(map(int, python["with"]["python-version"].split("."))) >= (3, 11)   # requires-python
+    assert _step("Install the conformance suite")["run"] == 'python3 -m pip install "$SUITE"'
+    upload = _step("Upload the report")
+    assert upload["uses"].startswith("actions/upload-artifact@") and upload["if"] == "always()"
+    certify = _workflow_commands()[0]
+    assert certify[certify.index("--out") + 1] == "$REPORT"
+    assert upload["with"]["path"].rstrip("/") == "${{ env.REPORT }}"
+
+
+def test_the_workflow_certifies_and_uploads_what_certify_writes(tmp_path):
+    """The Certify step's own command, run by bash as the runner would, with TESTEE the
+    bundled reference as an exec: testee and an empty known-failures file."""
+    wf = _workflow()
+    env = dict(os.environ, **wf["env"])
+    env["TESTEE"] = shlex.join([sys.executable, "-m", "ptlrpc_conformance.reference"])
+    shim = tmp_path / "bin"          # the console script, whether or not this checkout installed it
+    shim.mkdir()
+    (shim / "ptlrpc-conformance").write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
+                                             "-m ptlrpc_conformance.cli \"$@\"\n")
+    (shim / "ptlrpc-conformance").chmod(0o755)
+    env["PATH"] = os.pathsep.join([str(shim), env.get("PATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])
+    work = tmp_path / "repo"
+    known = work / env["KNOWN_FAILURES"]
+    known.parent.mkdir(parents=True)
+    known.write_text("format: ptlrpc-conformance-known-failures/1\nentries: []\n")
+
+    proc = subprocess.run(["bash", "-c", _step("Certify")["run"]], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    uploaded = work / re.sub(r"\$\{\{\s*env\.(\w+)\s*\}\}", lambda m: env[m.group(1)],
+                             _step("Upload the report")["with"]["path"])
+    assert uploaded.is_dir() and uploaded.resolve() == (work / env["REPORT"]).resolve()
+    assert {"report.json", "report.html", "junit.xml"} <= {p.name for p in uploaded.iterdir()}
+    report = json.loads((uploaded / "report.json").read_text())
+    assert report["summary"]["fail"] == report["summary"]["error"] == 0
+    assert report["summary"]["pass"] > 0 and report["iut"]["spec"] == f"exec:{env['TESTEE']}"
+
+
+def test_gitignore_covers_the_default_output_folders():
+    ignored = {line.strip() for line in (ROOT / ".gitignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    default_out = options.BY_DEST["out"].default
+    assert default_out == "ptlrpc-conformance-report"
+    assert f"{default_out}/" in ignored       # certify's and run's --out (reproducers/ inside it)
+    assert "/reproducers/" in ignored         # a plugin run's --conformance-report FILE at the top
+    assert "/report/" in ignored              # the README's quick start (--out report)

@@ -1,0 +1,127 @@
+"""The package's shape (docs/architecture.md): no import cycles, no private name imported
+across modules, at most a dozen modules at any level of the harness, and the import paths
+documented before the harness was split still work."""
+from __future__ import annotations
+
+import ast
+import importlib
+import pathlib
+
+import ptlrpc_conformance
+
+PACKAGE = pathlib.Path(ptlrpc_conformance.__file__).parent
+NAME = "ptlrpc_conformance"
+MAX_MODULES_PER_LEVEL = 12
+
+
+def _modules() -> dict[str, tuple[pathlib.Path, bool]]:
+    out = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        if is_package:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, is_package)
+    return out
+
+
+def _absolute(module: str, is_package: bool, level: int, target: str | None) -> str:
+    if not level:
+        return target or ""
+    base = module.split(".")
+    if not is_package:
+        base = base[:-1]
+    base = base[:len(base) - (level - 1)]
+    return ".".join(base + ([target] if target else []))
+
+
+def _imports(modules) -> tuple[dict[str, set[str]], list[str]]:
+    """module -> the package modules it imports (anywhere in the file); and the private names
+    imported from another module."""
+    edges: dict[str, set[str]] = {m: set() for m in modules}
+    private = []
+    for module, (path, is_package) in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(module, is_package, node.level, node.module)
+                if not base.startswith(NAME):
+                    continue
+                for alias in node.names:
+                    sub = f"{base}.{alias.name}"
+                    if sub in modules:
+                        edges[module].add(sub)
+                    else:
+                        edges[module].add(base)
+                        if alias.name.startswith("_") and not alias.name.startswith("__"):
+                            private.append(f"{module} imports {alias.name} from {base}")
+            elif isinstance(node, ast.Import):
+                edges[module] |= {a.name for a in node.names if a.name in modules}
+    return edges, private
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    edges, _ = _imports(_modules())
+    assert _cycles(edges) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_private_name_crosses_modules():
+    _, private = _imports(_modules())
+    assert private == []
+
+
+def test_harness_levels_are_small():
+    harness = PACKAGE / "harness"
+    for folder in [harness] + [p for p in harness.iterdir() if p.is_dir() and (p / "__init__.py").exists()]:
+        modules = [p for p in folder.iterdir()
+                   if (p.suffix == ".py" and p.name != "__init__.py") or (p / "__init__.py").exists()]
+        assert len(modules) <= MAX_MODULES_PER_LEVEL, (folder, sorted(p.name for p in modules))
+
+
+def test_documented_import_paths_still_work():
+    assert callable(importlib.import_module(f"{NAME}.harness.adapter").load_adapter)
+    assert importlib.import_module(f"{NAME}.harness.adapter").NotApplicable is \
+        importlib.import_module(f"{NAME}.harness.transport.adapter").NotApplicable
+    assert callable(importlib.import_module(f"{NAME}.harness.vectors").load_all)
+    lnet = importlib.import_module(f"{NAME}.harness.lnet")
+    assert callable(lnet.read_pcap) and callable(lnet.write_pcap) and callable(lnet.make_nid)

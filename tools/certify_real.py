@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Certify a real implementation and regenerate its published certification document.
+
+    python3 tools/certify_real.py ktest --ktest /path/to/lustre_tcp_client.py
+    python3 tools/certify_real.py lustre --lustre /path/to/lustre-release
+
+`ktest` certifies ktest's user-space Lustre client through examples/ktest-client, `lustre`
+Lustre's own unpacking code through examples/lustre-testee (built into OUT/build with
+`make sanitize`, so that a read past a message is an AddressSanitizer report in the case's
+message).  Each
+runs `ptlrpc-conformance certify` from the repository root into --out (default
+/tmp/cert-ktest, /tmp/cert-lustre; certify exits 1 when cases fail, which is what the
+document is about), then `ptlrpc-conformance certification-doc` with the implementation's
+notes file, writing docs/certifications/<name>.md:
+
+    ktest-lustre_tcp_client-<version>.md   notes: ktest-lustre_tcp_client-notes.md
+    lustre-<version>-pack_generic.md       notes: lustre-pack_generic-notes.md
+
+<version> comes from the testee's hello (ktest: the commit of the file, when its sha256 is
+the one the shim knows; Lustre: the tree's version).  Nothing of ktest or Lustre is written
+into the repository: the build of Lustre's code stays in OUT/build.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CERTS = ROOT / "docs" / "certifications"
+KTEST_SHIM = "examples/ktest-client/ktest_testee.py"
+LUSTRE_DIR = "examples/lustre-testee"
+
+
+def run(cmd: list[str], env=None, ok=(0,)) -> int:
+    print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
+    rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+    if rc not in ok:
+        raise SystemExit(f"certify_real: {cmd[0]} {cmd[1] if len(cmd) > 1 else ''} exited {rc}")
+    return rc
+
+
+def certify(iut: str, out: str, env=None) -> dict:
+    # exit 0: every case passed; 1: cases failed (a certification of real code usually has some)
+    run(["ptlrpc-conformance", "certify", "--iut", iut, "--out", out], env=env, ok=(0, 1))
+    try:
+        return json.loads(pathlib.Path(out, "report.json").read_text())
+    except (OSError, ValueError) as e:
+        raise SystemExit(f"certify_real: {out}/report.json: cannot read: {e}") from None
+
+
+def document(out: str, notes: str, name: str) -> pathlib.Path:
+    target = CERTS / name
+    run(["ptlrpc-conformance", "certification-doc", f"{out}/report.json", "--notes",
+         str((CERTS / notes).relative_to(ROOT)), "--out", str(target.relative_to(ROOT))])
+    return target
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="what", required=True)
+    k = sub.add_parser("ktest", help="ktest's tools/lustre_tcp_client.py")
+    k.add_argument("--ktest", required=True, help="path to ktest's tools/lustre_tcp_client.py")
+    k.add_argument("--out", default="/tmp/cert-ktest")
+    lu = sub.add_parser("lustre", help="Lustre's pack_generic.c unpacking, from a lustre-release tree")
+    lu.add_argument("--lustre", required=True, help="a lustre-release tree")
+    lu.add_argument("--out", default="/tmp/cert-lustre")
+    args = ap.parse_args(argv)
+    if args.what == "ktest":
+        if not os.path.isfile(args.ktest):
+            ap.error(f"--ktest {args.ktest}: no such file")
+        env = dict(os.environ, KTEST_LUSTRE_CLIENT=os.path.abspath(args.ktest))
+        report = certify(f"exec:python3 {KTEST_SHIM}", args.out, env)
+        version = report["iut"]["hello"]["version"]
+        doc = document(args.out, "ktest-lustre_tcp_client-notes.md", f"ktest-lustre_tcp_client-{version}.md")
+    else:
+        build = os.path.join(args.out, "build")
+        run(["make", "-C", LUSTRE_DIR, f"LUSTRE={os.path.abspath(args.lustre)}", f"BUILD={build}", "sanitize"])
+        report = certify(f"exec:{build}/lustre-testee-san", args.out)
+        version = report["iut"]["hello"]["version"]
+        doc = document(args.out, "lustre-pack_generic-notes.md", f"lustre-{version}-pack_generic.md")
+    print(f"certify_real: {doc.relative_to(ROOT)} written", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
