@@ -556,16 +556,15 @@ def cmd_check_trace(argv: list[str]) -> int:
     except trace.TraceError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE
-    violations = trace.check(records)
-    exchanges = sum(1 for r in records if "event" not in r)
+    result = trace.check_trace(records)
+    violations = result.violations
     for v in violations:
         if args.json:
             print(json.dumps({"record": v.record, "client": v.client, "xid": v.xid, "rule": v.rule,
                               "message": v.message}))
         else:
             print(f"{args.file}:{v.record}: {v.rule}: client {v.client} xid {v.xid}: {v.message}")
-    if not args.json:
-        print(f"{exchanges} exchanges, {len(violations)} violations", file=sys.stderr)
+    print(result.summary(), file=sys.stderr)
     return EXIT_FAIL if violations else EXIT_OK
 
 

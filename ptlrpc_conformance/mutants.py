@@ -370,12 +370,20 @@ MUTANTS: list[Mutant] = [
        "TGT-DROP-1", T, _target_mutant(reply_to_undecodable=True)),
     _m("target_early_rejection_as_reply", "early rejections (-ENOTCONN, -EPROTO, ...) sent as REPLY",
        "TGT-ERR-1", T, _target_mutant(early_rejections_as_reply=True)),
-    _m("target_handler_error_as_err", "a handler's failure (-ENOENT, -EEXIST, -EPERM) sent as ERR",
+    _m("target_handler_error_as_err", "a handler's failure (-ENOENT, -EPERM) sent as ERR",
        "TGT-ERR-2", T, _target_mutant(handler_errors_as_err=True)),
     _m("target_punch_without_size_blocks", "OST_PUNCH without both FLSIZE and FLBLOCKS is served",
        "TGT-ERR-2", T, _target_mutant(punch_requires_size_blocks=False)),
     _m("target_err_status_positive", "ERR replies carry a positive status", "TGT-ERR-3", T,
        _target_mutant(err_status_positive=True)),
+    _m("target_honours_ungranted_rdonly", "a client that asked for OBD_CONNECT_RDONLY gets -EROFS on mutable "
+       "requests though the connect never granted it", "TGT-ERR-2", T,
+       _target_mutant(honour_ungranted_rdonly=True)),
+    _m("target_rdonly_unenforced", "grants OBD_CONNECT_RDONLY but serves mutable requests on that export",
+       "TGT-ERR-2", T, _target_mutant(grant_rdonly=True, rdonly_unenforced=True)),
+    _m("target_timeout_drop_first", "drops a pb_timeout 0 request before ptlrpc_check_req: a replay outside "
+       "recovery is dropped instead of ERR -ENODEV and eviction", "RCV-OUTSIDE-1", T,
+       _target_mutant(timeout_drop_first=True)),
     # transnos and commits
     _m("target_transno_reused", "the transno counter is not incremented: a transno issued twice",
        "TGT-TRANSNO-1", T, _target_mutant(transno_reuse=True)),
@@ -411,6 +419,16 @@ MUTANTS: list[Mutant] = [
     # objects
     _m("target_setattr_ignores_valid", "OST_SETATTR applies every attribute whatever o_valid says",
        "TGT-OBJ-1", T, _target_mutant(setattr_ignores_valid=True)),
+    _m("target_create_eexist", "OST_CREATE creates only the id it names (no precreate up to it) and answers "
+       "-EEXIST when that id exists", "TGT-OBJ-1", T, _target_mutant(create_eexist=True)),
+    _m("target_create_applies_attrs", "a new object takes the times, mode and owner the create request carries",
+       "TGT-OBJ-1", T, _target_mutant(create_applies_attrs=True)),
+    _m("target_zeroed_objects", "new objects get permission bits 0 instead of S_ISUID|S_ISGID|S_ISVTX|0666",
+       "TGT-OBJ-1", T, _target_mutant(zeroed_objects=True)),
+    _m("target_uid_keeps_suid", "setting an object's uid does not clear its S_ISUID bit",
+       "TGT-OBJ-1", T, _target_mutant(uid_keeps_suid=True)),
+    _m("target_punch_sets_ids", "OST_PUNCH applies uid/gid/projid unconditionally, as OST_SETATTR does",
+       "TGT-OBJ-1", T, _target_mutant(punch_sets_ids=True)),
     # recovery
     _m("target_replay_outside_recovery", "a replay outside recovery is executed (no -ENODEV, no eviction)",
        "RCV-OUTSIDE-1", T, _target_mutant(replay_outside_recovery=True)),
@@ -432,8 +450,13 @@ MUTANTS: list[Mutant] = [
        "RCV-FILTER-1", R, _target_mutant(recovery_filter=False)),
     _m("target_no_vbr_check", "replays run whatever their pre-versions say (no -EOVERFLOW)", "RCV-VBR-1", R,
        _target_mutant(vbr_check=False)),
-    _m("target_runs_claimed_replay", "a replay of a transno another client claimed runs instead of being dropped",
-       "RCV-CLAIMED-1", R, _target_mutant(drop_claimed=False)),
+    _m("target_runs_queued_duplicate_replay", "a replay of a transno that a still-queued replay holds is queued "
+       "and run too instead of being dropped", "RCV-CLAIMED-1", R, _target_mutant(drop_claimed=False)),
+    _m("target_claimed_always_dropped", "a replay of a transno another client already replayed is dropped "
+       "instead of run", "RCV-CLAIMED-1", R, _target_mutant(claimed_always_dropped=True)),
+    _m("target_version_on_every_change", "every change sets the object's VBR version, not only size changes "
+       "(replays with the right pre-version get -EOVERFLOW)", "RCV-VBR-1", R,
+       _target_mutant(version_on_every_change=True)),
 ]
 
 BY_ID: dict[str, Mutant] = {m.id: m for m in MUTANTS}

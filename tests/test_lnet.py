@@ -31,9 +31,13 @@ def _records():
     ]
 
 
+CAPTURE_KEYS = ("packet", "reply_packet", "server", "portal")
+
+
 def _strip(records):
-    """Records without the packet numbers (compared apart, where a test is about them)."""
-    return [{k: v for k, v in r.items() if k != "packet"} for r in records]
+    """Records without what the capture adds — packet numbers, the server and the portal
+    (compared apart, where a test is about them)."""
+    return [{k: v for k, v in r.items() if k not in CAPTURE_KEYS} for r in records]
 
 
 def _read(path):
@@ -511,3 +515,18 @@ def test_unrelated_fragments_and_unknown_link_types_are_skipped(tmp_path):
                      + block(6, struct.pack("<IIIII", 0, 0, 0, 4, 4) + b"\x01\x02\x03\x04"))
     with pytest.raises(lnet.TraceError, match=r"usb\.pcapng: packet 1: link type 189 is not supported"):
         lnet.read_pcap(only)
+
+
+def test_records_name_their_server_portal_and_reply_packet(tmp_path):
+    """A record says which server it went to, on which portal, and when its reply came; the
+    writer puts clients and servers anywhere and answers requests out of order."""
+    path = tmp_path / "servers.pcap"
+    sample = _records()
+    recs = [dict(sample[0], server="10.0.0.5", portal=6, reply_portal=4, reply_after=1),
+            dict(sample[2], xid=5, reply=SMALL[3], server="10.0.0.6@tcp", portal=12, reply_portal=10)]
+    lnet.write_pcap(path, recs)
+    got = lnet.read_pcap(path)
+    assert _strip(got) == [{k: r[k] for k in ("client", "xid", "request", "reply")} for r in recs]
+    assert [(r["server"], r["portal"]) for r in got] == [("10.0.0.5@tcp", 6), ("10.0.0.6@tcp", 12)]
+    first, second = got
+    assert first["packet"] < second["packet"] < second["reply_packet"] < first["reply_packet"]

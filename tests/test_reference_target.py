@@ -1,4 +1,5 @@
-"""The bundled reference OST target (reference/target.py) against docs/target-rules.md.
+"""The bundled reference OST target (reference/target.py): a Lustre 2.17.57 OST as its code
+reads (ofd on an ldiskfs OSD; the functions named in comments are Lustre's).
 
 Requests are built here with the reference Codec and StructCodec and fed to `Target`
 directly; one test drives the exec testee (`python -m ptlrpc_conformance.reference`).
@@ -15,6 +16,7 @@ from ptlrpc_conformance.reference import make_testee
 from ptlrpc_conformance.reference.codec import Codec
 from ptlrpc_conformance.reference.structs import StructCodec
 from ptlrpc_conformance.reference.target import Target, TargetConfig, ostid_id, ostid_seq
+from ptlrpc_conformance.reference.target_config import OST_CONNECT_SUPPORTED
 
 C = spec.constant
 CODEC, SC = Codec(), StructCodec()
@@ -23,7 +25,13 @@ AT = C("MSGHDR_AT_SUPPORT")
 FLID, FLGROUP, FLSIZE, FLBLOCKS = C("OBD_MD_FLID"), C("OBD_MD_FLGROUP"), C("OBD_MD_FLSIZE"), C("OBD_MD_FLBLOCKS")
 FLATIME, FLMTIME, FLCTIME = C("OBD_MD_FLATIME"), C("OBD_MD_FLMTIME"), C("OBD_MD_FLCTIME")
 FLMODE, FLTYPE, FLUID, FLGID = C("OBD_MD_FLMODE"), C("OBD_MD_FLTYPE"), C("OBD_MD_FLUID"), C("OBD_MD_FLGID")
+FLPROJID, FLFLAGS, FLDATAVERSION = C("OBD_MD_FLPROJID"), C("OBD_MD_FLFLAGS"), C("OBD_MD_FLDATAVERSION")
+FLOBJCOUNT = C("OBD_MD_FLOBJCOUNT")
 EOF = C("OBD_OBJECT_EOF")
+RDONLY, TRANSNO_FLAG = C("OBD_CONNECT_RDONLY"), C("OBD_CONNECT_TRANSNO")
+REPLAY_CREATE = dict(flags=C("OBD_CONNECT_FLAGS2"), flags2=C("OBD_CONNECT2_REPLAY_CREATE"))
+IDIF = C("FID_SEQ_IDIF")
+FRESH_MODE = 0o107666                    # S_IFREG | S_ISUID | S_ISGID | S_ISVTX | 0666
 RESENT, REPLAY = C("MSG_RESENT"), C("MSG_REPLAY")
 REQ_DONE, LOCK_DONE = C("MSG_REQ_REPLAY_DONE"), C("MSG_LOCK_REPLAY_DONE")
 RECOVERING, RECONNECT, REPLAYABLE = (C("MSG_CONNECT_RECOVERING"), C("MSG_CONNECT_RECONNECT"),
@@ -36,13 +44,13 @@ def e(name: str) -> int:
     return -spec.errno_value(name)
 
 
-def ost_body(oid=None, valid=0, seq=0, fid=None, **fields) -> bytes:
+def ost_body(oid=None, valid=0, seq=0, fid=None, flid=True, **fields) -> bytes:
     oa = {"o_valid": valid}
     if fid is not None:
         oa["o_oi"] = {"oi_fid": fid}
     elif oid is not None:
         oa["o_oi"] = {"oi": {"oi_id": oid, "oi_seq": seq}}
-        oa["o_valid"] |= FLID | FLGROUP
+        oa["o_valid"] |= (FLID | FLGROUP) if flid else 0
     oa.update(fields)
     return SC.encode("ost_body", {"oa": oa})
 
@@ -70,6 +78,15 @@ class Rep:
     @property
     def oa(self) -> dict:
         return self.struct("ost_body")["oa"]
+
+    @property
+    def oid(self) -> tuple[int, int]:
+        """(ostid_seq, ostid_id) of the reply's o_oi, in whichever form it came."""
+        return ostid_seq(self.oa["o_oi"]), ostid_id(self.oa["o_oi"])
+
+    @property
+    def raw_oi(self) -> tuple[int, int]:
+        return self.oa["o_oi"]["oi"]["oi_id"], self.oa["o_oi"]["oi"]["oi_seq"]
 
     def is_err(self, name: str) -> bool:
         return (self.type == ERR and self.status == e(name) and self.transno == 0 and self.committed == 0
@@ -146,6 +163,18 @@ class Client:
         rest = {k: v for k, v in kw.items() if not k.startswith("o_")}
         return self.send("OST_SETATTR", [ost_body(oid, valid, **fields)], **rest)
 
+    def punch(self, oid, start, valid=0, **kw):
+        fields = {k: v for k, v in kw.items() if k.startswith("o_")}
+        rest = {k: v for k, v in kw.items() if not k.startswith("o_")}
+        return self.send("OST_PUNCH", [ost_body(oid, valid | FLSIZE | FLBLOCKS, o_size=start, o_blocks=EOF,
+                                                **fields)], **rest)
+
+    def destroy(self, oid, **kw):
+        return self.send("OST_DESTROY", [ost_body(oid, **kw)])
+
+    def sync(self, oid):
+        return self.send("OST_SYNC", [ost_body(oid)])
+
     def replay(self, xid: int, data: bytes, transno: int, pre_versions=(0, 0, 0, 0)) -> Rep | None:
         """Replay the request sent as (xid, data) with its transno, the cookie of now."""
         msg = CODEC.decode(data, "request")
@@ -192,6 +221,21 @@ def test_row3_at_without_timeout_dropped(t):
     c = connected(t)
     assert c.send("OBD_PING", timeout=0) is None
     assert c.send("OBD_PING", timeout=0, lm_flags=0).status == 0
+
+
+
+def test_check_req_runs_before_the_timeout_drop(t):
+    """ptlrpc_server_handle_req_in: ptlrpc_check_req (stale count: drop; replay or transno
+    outside recovery: ERR -ENODEV and eviction) comes before the pb_timeout 0 drop."""
+    c = connected(t)
+    c.connect()                                                            # count 2
+    assert c.send("OBD_PING", conn_cnt=1, timeout=0) is None                 # dropped either way
+    assert c.send("OBD_PING", flags=REPLAY, transno=5, timeout=0).is_err("ENODEV")
+    assert c.send("OBD_PING").is_err("ENOTCONN")                              # evicted
+    old = Target(TargetConfig(timeout_drop_first=True))
+    c = connected(old)
+    assert c.send("OBD_PING", flags=REPLAY, transno=5, timeout=0) is None     # (bug) dropped first
+    assert c.send("OBD_PING").status == 0
 
 
 def test_row4_stale_conn_cnt_dropped(t):
@@ -248,10 +292,22 @@ def test_row8_before_row9_and_row10(t):
     assert c.send(9999, xid=1).is_err("EPROTO")
 
 
-def test_row13_missing_or_short_body_efault(t):
+
+def test_row13_short_body_efault_and_missing_body(t):
     c = connected(t)
-    assert c.send("OST_GETATTR").is_err("EFAULT")
-    assert c.send("OST_SETATTR", [ost_body(1)[:207]]).is_err("EFAULT")
+    assert c.send("OST_SETATTR", [ost_body(1)[:207]]).is_err("EFAULT")      # present but short
+    assert c.send("OST_GETATTR", [b"\0" * 16]).is_err("EFAULT")
+    # buffer 1 missing: Lustre unpacks no body; OST_SYNC syncs the whole device (REPLY 0) ...
+    c.send("OST_CREATE", [ost_body(1)])
+    transnos = [c.setattr(1, o_mtime=i).transno for i in range(4)]
+    assert c.send("OBD_PING").committed < transnos[-1]
+    rep = c.send("OST_SYNC")
+    assert (rep.type, rep.status, rep.transno, rep.committed) == (REPLY, 0, 0, transnos[-1])
+    assert rep.oa["o_valid"] == 0
+    # ... and the other handlers assert in Lustre; the reference answers ERR -EFAULT (not judged)
+    for opc in ("OST_GETATTR", "OST_SETATTR", "OST_PUNCH", "OST_DESTROY", "OST_CREATE"):
+        assert c.send(opc).is_err("EFAULT"), opc
+
 
 
 def test_row14_bad_object_id_or_sequence_eproto(t):
@@ -263,25 +319,72 @@ def test_row14_bad_object_id_or_sequence_eproto(t):
     assert c.send("OST_CREATE", [ost_body(fid=local, valid=0)]).is_err("EPROTO")  # checked without FLID too
 
 
+def test_row14_fid_with_a_version_ebadf(t):
+    """ostid_to_fid refuses a (non-IDIF) FID whose f_ver is not 0: ERR -EBADF."""
+    c = connected(t)
+    normal = {"f_seq": C("FID_SEQ_NORMAL") + 5, "f_oid": 9, "f_ver": 1}
+    for opc in ("OST_GETATTR", "OST_CREATE", "OST_DESTROY"):
+        assert c.send(opc, [ost_body(fid=normal, valid=FLID)]).is_err("EBADF"), opc
+    idif = {"f_seq": IDIF, "f_oid": 9, "f_ver": 1}                           # IDIF: converted, not refused
+    assert c.send("OST_GETATTR", [ost_body(fid=idif, valid=FLID)]).status == e("ENOENT")
+    assert c.send("OST_GETATTR", [ost_body(fid=dict(normal, f_oid=0), valid=FLID)]).is_err("EPROTO")
+
+
+
 def test_row15_has_body_without_flid_eproto(t):
     c = connected(t)
     for opc in ("OST_GETATTR", "OST_SETATTR", "OST_PUNCH", "OST_SYNC"):
         assert c.send(opc, [ost_body(None, FLSIZE | FLBLOCKS, o_blocks=EOF)]).is_err("EPROTO"), opc
-    assert c.send("OST_CREATE", [ost_body(None)]).status == 0              # not HAS_BODY
+    assert c.send("OST_CREATE", [ost_body(3, flid=False)]).status == 0       # not HAS_BODY
+    assert c.getattr(3).status == 0
 
 
-def test_row16_read_only_erofs_reply(t):
-    c = connected(t, flags=C("OBD_CONNECT_RDONLY"))
+
+def test_row16_rdonly_is_never_granted(t):
+    """ofd_parse_connect_data masks the flags asked with OST_CONNECT_SUPPORTED, which lacks
+    OBD_CONNECT_RDONLY (and OBD_CONNECT_TRANSNO): a client asking for them is not read-only."""
+    assert not OST_CONNECT_SUPPORTED & (RDONLY | TRANSNO_FLAG)
+    c = Client(t, "c1", flags=RDONLY | TRANSNO_FLAG | C("OBD_CONNECT_VBR"))
+    rep = c.connect()
+    granted = rep.struct("obd_connect_data")["ocd_connect_flags"]
+    assert not granted & (RDONLY | TRANSNO_FLAG) and granted & C("OBD_CONNECT_VBR")
+    assert granted & ~OST_CONNECT_SUPPORTED == 0
+    assert c.create(1).status == 0
+    rep = c.setattr(1, o_mtime=5)
+    assert rep.status == 0 and rep.transno != 0
+    assert c.punch(1, 0).status == 0 and c.destroy(1).status == 0
+
+
+@pytest.mark.parametrize("enforced", [True, False])
+def test_row16_a_granted_rdonly_is_enforced(enforced):
+    """A target that does grant RDONLY (TargetConfig.grant_rdonly, as an MDT) refuses mutable
+    opcodes with REPLY -EROFS, transno 0, last_committed 0; rdonly_unenforced is the bug."""
+    t = Target(TargetConfig(grant_rdonly=True, rdonly_unenforced=not enforced))
+    c = Client(t, "c1", flags=RDONLY)
+    assert c.connect().struct("obd_connect_data")["ocd_connect_flags"] & RDONLY
     for opc, body in (("OST_SETATTR", ost_body(1, FLMTIME)), ("OST_CREATE", ost_body(1)),
                       ("OST_DESTROY", ost_body(1)), ("OST_PUNCH", ost_body(1, FLSIZE | FLBLOCKS, o_blocks=EOF))):
         rep = c.send(opc, [body])
-        assert rep.type == REPLY and rep.status == e("EROFS") and rep.transno == 0, opc
-    assert c.getattr(1).status == e("ENOENT")                              # reads still served
+        if enforced:
+            assert (rep.type, rep.status, rep.transno, rep.committed) == (REPLY, e("EROFS"), 0, 0), opc
+        else:
+            assert rep.status != e("EROFS"), opc
+    assert c.getattr(1).status in (e("ENOENT"), 0)                          # reads still served
 
 
-def test_row14_before_row16(t):
-    c = connected(t, flags=C("OBD_CONNECT_RDONLY"))
+def test_honouring_an_ungranted_rdonly_is_a_bug(t):
+    bad = Target(TargetConfig(honour_ungranted_rdonly=True))
+    for target, status in ((t, 0), (bad, e("EROFS"))):
+        c = Client(target, "c1", flags=RDONLY)
+        assert not c.connect().struct("obd_connect_data")["ocd_connect_flags"] & RDONLY
+        assert c.create(1).status == status
+
+
+
+def test_row14_before_row16():
+    c = connected(Target(TargetConfig(grant_rdonly=True)), flags=RDONLY)
     assert c.send("OST_SETATTR", [ost_body(0)]).is_err("EPROTO")
+    assert c.send("OST_SETATTR", [ost_body(1, FLMTIME)]).status == e("EROFS")
 
 
 def test_err_replies_have_no_handle_and_echo_opcode(t):
@@ -305,44 +408,175 @@ def test_ping_and_statfs(t):
     assert statfs["os_bsize"] == 4096 and statfs["os_blocks"] >= statfs["os_bfree"]
 
 
-def test_create_getattr_destroy(t):
+
+def test_fresh_object_create_getattr_destroy(t):
+    """ofd_precreate_objects: a new object has mode S_IFREG|S_ISUID|S_ISGID|S_ISVTX|0666, owner,
+    project, size and times 0, whatever the create request carried."""
     c = connected(t)
-    rep = c.create(7, FLMODE | FLUID, o_mode=0o100640, o_uid=500, o_gid=77)
+    rep = c.create(7, FLMODE | FLUID | FLGID | FLMTIME, o_mode=0o100640, o_uid=500, o_gid=77, o_mtime=99)
     assert rep.status == 0 and rep.transno == 0                  # no REPLAY_CREATE negotiated
-    assert rep.oa["o_oi"]["oi"] == {"oi_id": 7, "oi_seq": 0}
-    assert c.create(7).status == e("EEXIST")
+    assert rep.oid == (0, 7)
     oa = c.getattr(7).oa
-    assert oa["o_size"] == 0 and oa["o_mode"] == 0o640 and oa["o_uid"] == 500 and oa["o_gid"] == 0
-    assert oa["o_valid"] & (FLSIZE | FLMODE | FLUID | FLGID | FLATIME | FLMTIME | FLCTIME | FLID) == \
-        FLSIZE | FLMODE | FLUID | FLGID | FLATIME | FLMTIME | FLCTIME | FLID
-    rep = c.send("OST_DESTROY", [ost_body(7)])
+    assert oa["o_mode"] == FRESH_MODE
+    assert [oa[f] for f in ("o_size", "o_atime", "o_mtime", "o_ctime", "o_uid", "o_gid", "o_projid")] == [0] * 7
+    rep = c.destroy(7)
     assert rep.status == 0 and rep.transno != 0
-    rep = c.send("OST_DESTROY", [ost_body(7)])
+    rep = c.destroy(7)
     assert (rep.type, rep.status, rep.transno) == (REPLY, e("ENOENT"), 0)
     rep = c.getattr(7)
     assert (rep.type, rep.status, rep.transno) == (REPLY, e("ENOENT"), 0)
     assert len(rep.buffers) == 2                                 # the handler's reply carries an ost_body
 
 
-def test_create_without_flid_gets_a_fresh_id(t):
+def test_getattr_reply(t):
+    """ofd_getattr_hdl: o_oi in FID (IDIF) form, FLID|FLGROUP and FLFLAGS (OBD_FL_FLUSH)
+    always; on success every attribute of an ldiskfs OSD, FLPROJID and FLDATAVERSION too."""
     c = connected(t)
-    c.create(1)
-    a, b = c.send("OST_CREATE", [ost_body(None)]), c.send("OST_CREATE", [ost_body(None)])
-    ids = {a.oa["o_oi"]["oi"]["oi_id"], b.oa["o_oi"]["oi"]["oi_id"]}
-    assert len(ids) == 2 and 1 not in ids and 0 not in ids
-    for oid in ids:
-        assert c.getattr(oid).status == 0
+    c.create(0x1234)
+    rep = c.getattr(0x1234)
+    oa = rep.oa
+    every = (FLID | FLGROUP | FLFLAGS | FLSIZE | FLBLOCKS | FLATIME | FLMTIME | FLCTIME | FLTYPE | FLMODE
+             | FLUID | FLGID | FLPROJID | FLDATAVERSION)
+    assert oa["o_valid"] == every and oa["o_flags"] == C("OBD_FL_FLUSH") and oa["o_data_version"] == 0
+    assert rep.raw_oi == (IDIF, 0x1234) and rep.oid == (0, 0x1234)             # {f_seq IDIF, f_oid}
+    big = (5 << 32) | 7
+    c.create(big)                                                # a huge gap: only the last ids
+    assert c.getattr(big).raw_oi == (IDIF | 5, 7)
+    rep = c.getattr(0x1235)
+    assert rep.status == e("ENOENT") and rep.oa["o_valid"] == FLID | FLGROUP | FLFLAGS
+    assert rep.raw_oi == (IDIF, 0x1235)
+
+
+def test_create_precreates_up_to_the_id(t):
+    """ofd_create_hdl: diff = id - LAST_ID; diff > 0 creates LAST_ID+1 .. id; diff <= 0
+    creates nothing (REPLY 0, transno 0, reply id LAST_ID+1 when below, the id when equal);
+    never -EEXIST, and an id at or below LAST_ID is never created again."""
+    c = connected(t)
+    rep = c.create(5)
+    assert (rep.status, rep.transno, rep.oid) == (0, 0, (0, 5))
+    assert rep.oa["o_valid"] == FLID | FLGROUP | FLSIZE and rep.oa["o_size"] == t.config.seq_width
+    assert rep.raw_oi == (IDIF, 5)                               # FID form
+    assert all(c.getattr(i).status == 0 for i in range(1, 6)) and c.getattr(6).status == e("ENOENT")
+    c.setattr(2, FLMTIME, o_mtime=7)
+    rep = c.create(3)
+    assert (rep.type, rep.status, rep.transno, rep.oid) == (REPLY, 0, 0, (0, 6))   # LAST_ID + 1
+    rep = c.create(5)
+    assert (rep.status, rep.transno, rep.oid) == (0, 0, (0, 5))
+    assert c.getattr(2).oa["o_mtime"] == 7                        # untouched
+    c.destroy(4)
+    assert c.create(4).status == 0 and c.getattr(4).status == e("ENOENT")     # not created again
+    assert c.create(8).oid == (0, 8) and c.getattr(6).oa["o_mode"] == FRESH_MODE
+    assert len(t.objects) == 7
+
+
+def test_create_skips_existing_ids(t):
+    c = connected(t)
+    c.create(3)
+    c.setattr(2, FLMTIME | FLUID, o_mtime=7, o_uid=9)
+    t.last_ids[0] = 1                                            # as after a LAST_ID rebuild
+    assert c.create(4).oid == (0, 4)
+    oa = c.getattr(2).oa
+    assert (oa["o_mtime"], oa["o_uid"]) == (7, 9)                 # skipped, not re-created
+    assert c.getattr(4).oa["o_mode"] == FRESH_MODE
+
+
+def test_create_batches_and_transnos():
+    """One transaction per batch of precreate_batch objects: with REPLAY_CREATE each gets a
+    transno and the reply carries the last; without it they are local (transno 0)."""
+    t = Target(TargetConfig(precreate_batch=8, commit_lag=10 ** 6))
+    rc = connected(t, "r", **REPLAY_CREATE)
+    plain = connected(t, "p")
+    rc.create(1)
+    before = rc.setattr(1, o_mtime=1).transno
+    rep = rc.create(21)                                          # 20 objects: batches of 8, 8, 4
+    assert rep.status == 0 and rep.transno == before + 3 and rep.oid == (0, 21)
+    assert rc.setattr(1, o_mtime=2).transno == before + 4
+    assert [txn.transno for txn in t.pending][-4:-1] == [before + 1, before + 2, before + 3]
+    assert rc.create(21).transno == 0 and rc.create(10).transno == 0          # nothing created
+    assert plain.create(30).transno == 0 and len(t.objects) == 30
+
+
+def test_create_huge_gap_creates_only_the_last_objects(t):
+    """A gap above 5 * OST_MAX_PRECREATE creates only the last min(width, 20000) ids."""
+    c = connected(t)
+    c.create(3)
+    rep = c.create(200000)
+    assert rep.status == 0 and rep.oid == (0, 200000)
+    assert c.getattr(180001).status == 0 and c.getattr(180000).status == e("ENOENT")
+    assert len(t.objects) == 3 + 20000
+
+
+def test_create_without_flid_reads_the_rewritten_id(t):
+    """A CREATE without FLID and with an all-zero o_oi: tgt_validate_obdo rewrites o_oi into
+    the IDIF FID {0x100000000, 0, 0}, whose bytes ostid_id reads as id 2^32 (a huge gap).  The
+    suite must not send it; the reference does what Lustre does."""
+    c = connected(t)
+    rep = c.send("OST_CREATE", [ost_body(None)])
+    assert rep.status == 0 and rep.raw_oi == (1 << 32, 0) and rep.oid == (0, 1 << 32)
+    assert len(t.objects) == 20000 and c.getattr((1 << 32) - 19999).status == 0
+
+
+
+def test_destroy_reply_and_ranges(t):
+    """ofd_destroy_hdl: reply o_valid 0 and o_oi = fid_to_ostid of the id after the last one
+    ({id + 1, seq 0} for a single object), -ENOENT included; FLOBJCOUNT destroys o_misc ids."""
+    c = connected(t)
+    c.create(10)
+    rep = c.destroy(3)
+    assert (rep.status, rep.oa["o_valid"], rep.raw_oi) == (0, 0, (4, 0)) and rep.transno != 0
+    rep = c.destroy(3)
+    assert (rep.type, rep.status, rep.transno, rep.oa["o_valid"], rep.raw_oi) == (REPLY, e("ENOENT"), 0, 0, (4, 0))
+    rep = c.send("OST_DESTROY", [ost_body(5, FLOBJCOUNT, o_misc=3)])
+    assert rep.status == 0 and rep.raw_oi == (8, 0)
+    assert [c.getattr(i).status == 0 for i in range(4, 9)] == [True, False, False, False, True]
+    rep = c.send("OST_DESTROY", [ost_body(7, FLOBJCOUNT, o_misc=3)])         # 7 is gone: -ENOENT ...
+    assert rep.status == e("ENOENT") and rep.transno != 0 and c.getattr(9).status == e("ENOENT")   # ... 8, 9 destroyed
+
 
 
 def test_setattr_honours_valid_bits(t):
     c = connected(t)
     c.create(3)
-    rep = c.setattr(3, FLMTIME | FLMODE | FLTYPE | FLGID, o_mtime=1234, o_atime=99, o_mode=0o100755,
+    rep = c.setattr(3, FLMTIME | FLMODE | FLTYPE | FLGID, o_mtime=1234, o_atime=99, o_mode=0o040755,
                     o_uid=42, o_gid=43, o_ctime=5)
     assert rep.status == 0 and rep.transno != 0
     oa = c.getattr(3).oa
-    assert (oa["o_mtime"], oa["o_mode"], oa["o_gid"]) == (1234, 0o755, 43)
+    assert (oa["o_mtime"], oa["o_mode"], oa["o_gid"]) == (1234, 0o100755, 43)    # FLTYPE ignored
     assert (oa["o_atime"], oa["o_uid"], oa["o_ctime"]) == (0, 0, 0)        # no bit, not applied
+    # the reply echoes what was set: permission bits only, no FLTYPE, o_oi in FID form
+    echo = rep.oa
+    assert echo["o_valid"] == FLID | FLGROUP | FLMTIME | FLMODE | FLGID and rep.raw_oi == (IDIF, 3)
+    assert (echo["o_mtime"], echo["o_mode"], echo["o_gid"]) == (1234, 0o755, 43)
+
+
+@pytest.mark.parametrize("valid, mode, before, after", [
+    (FLUID, 0, FRESH_MODE, 0o103666),
+    (FLGID, 0, FRESH_MODE, 0o105666),
+    (C("OBD_MD_FLPROJID"), 0, FRESH_MODE, 0o106666),
+    (FLUID | FLGID, 0, FRESH_MODE, 0o101666),
+    (FLUID | FLGID | C("OBD_MD_FLPROJID"), 0, FRESH_MODE, 0o100666),
+    (FLMODE | FLUID, 0o4755, FRESH_MODE, 0o100755),              # the bit cleared from the mode asked
+    (FLMODE | FLUID, 0o4755, 0o103666, 0o104755),                # ... only while the object has it
+    (FLMODE, 0o6755, FRESH_MODE, 0o106755),                      # FLMODE takes all of 07777
+    (FLMODE | FLGID, 0o2644, 0o101644, 0o102644),
+])
+def test_setattr_ids_clear_special_bits(t, valid, mode, before, after):
+    """ofd_attr_handle_id (is_setattr): FLUID/FLGID/FLPROJID clear S_ISUID/S_ISGID/S_ISVTX
+    where the *stored* mode still has the bit; with FLMODE from the mode asked, else from the
+    stored one; the ids are always set."""
+    c = connected(t)
+    c.create(1)
+    if before != FRESH_MODE:
+        t.objects[(0, 1)]["o_mode"] = before
+    rep = c.setattr(1, valid, o_mode=mode, o_uid=10, o_gid=20, o_projid=30)
+    assert rep.status == 0
+    oa = c.getattr(1).oa
+    assert oa["o_mode"] == after, oct(oa["o_mode"])
+    assert [oa[f] for f, bit in (("o_uid", FLUID), ("o_gid", FLGID), ("o_projid", FLPROJID)) if valid & bit] == \
+        [v for v, bit in ((10, FLUID), (20, FLGID), (30, FLPROJID)) if valid & bit]
+    if after & 0o7777 != before & 0o7777 and not valid & FLMODE:
+        assert rep.oa["o_valid"] & FLMODE and rep.oa["o_mode"] == after & 0o7777      # echoed
+
 
 
 def test_setattr_size_eperm_and_enoent(t):
@@ -350,38 +584,105 @@ def test_setattr_size_eperm_and_enoent(t):
     c.create(3)
     rep = c.setattr(3, FLSIZE | FLMTIME, o_size=100, o_mtime=9)
     assert (rep.type, rep.status, rep.transno) == (REPLY, e("EPERM"), 0)
+    assert rep.oa["o_valid"] == FLID | FLGROUP and rep.raw_oi == (IDIF, 3)
     assert c.getattr(3).oa["o_mtime"] == 0                                 # nothing changed
-    assert c.setattr(3, FLSIZE | FLMTIME, o_size=EOF, o_mtime=9).status == 0
-    assert c.getattr(3).oa["o_mtime"] == 9
+    rep = c.setattr(3, FLSIZE | FLMTIME, o_size=EOF, o_mtime=9)
+    assert rep.status == 0 and rep.oa["o_valid"] & FLSIZE and rep.oa["o_size"] == EOF
+    oa = c.getattr(3).oa
+    assert oa["o_mtime"] == 9 and oa["o_size"] == EOF                       # stored as is, no truncate
+    assert oa["o_data_version"] == rep.transno                             # a size moves the version
     rep = c.setattr(4)
     assert (rep.type, rep.status, rep.transno) == (REPLY, e("ENOENT"), 0)
     assert c.setattr(4, FLSIZE, o_size=1).status == e("EPERM")            # checked before existence
 
 
-def test_punch(t):
+
+def test_punch_checks(t):
     c = connected(t)
     c.create(5)
-    rep = c.send("OST_PUNCH", [ost_body(5, FLSIZE | FLBLOCKS, o_size=4096, o_blocks=EOF)])
+    rep = c.punch(5, 4096)
     assert rep.status == 0 and rep.transno != 0
+    assert rep.oa["o_valid"] == FLID and rep.raw_oi == (IDIF, 5)        # FLID only, FID form
     assert c.getattr(5).oa["o_size"] == 4096
     for valid in (FLSIZE, FLBLOCKS, 0):
         rep = c.send("OST_PUNCH", [ost_body(5, valid, o_size=0, o_blocks=EOF)])
         assert rep.is_err("EPROTO"), valid                                    # serious: ERR
     rep = c.send("OST_PUNCH", [ost_body(5, FLSIZE | FLBLOCKS, o_size=0, o_blocks=8192)])
     assert (rep.type, rep.status, rep.transno) == (REPLY, e("EPROTO"), 0)
-    rep = c.send("OST_PUNCH", [ost_body(6, FLSIZE | FLBLOCKS, o_size=0, o_blocks=EOF)])
-    assert (rep.type, rep.status) == (REPLY, e("ENOENT"))
+    assert rep.oa["o_valid"] == 0 and rep.raw_oi == (0, 0)                # before the body is filled
+    rep = c.send("OST_PUNCH", [ost_body(6, FLSIZE | FLBLOCKS, o_size=0, o_blocks=8192)])
+    assert rep.status == e("EPROTO")                                       # the end before existence
+    rep = c.punch(6, 0)
+    assert (rep.type, rep.status, rep.oa["o_valid"]) == (REPLY, e("ENOENT"), FLID)
     assert c.getattr(5).oa["o_size"] == 4096
 
 
-def test_sync_commits_everything(t):
+def test_punch_times_as_ldiskfs(t):
+    """osd_punch on ldiskfs: the truncate makes mtime the ctime (OST inodes keep their ctime):
+    before the punch's own times when the object grows, after them when it shrinks, not at
+    all when the size stays; atime and ctime are what the punch carries, else unchanged."""
+    c = connected(t)
+    c.create(1)
+    c.setattr(1, FLATIME | FLMTIME | FLCTIME, o_atime=10, o_mtime=20, o_ctime=30)
+    c.punch(1, 100)                                              # grow, no times
+    oa = c.getattr(1).oa
+    assert (oa["o_size"], oa["o_atime"], oa["o_mtime"], oa["o_ctime"]) == (100, 10, 30, 30)
+    c.setattr(1, FLMTIME | FLCTIME, o_mtime=20, o_ctime=30)
+    c.punch(1, 200, FLMTIME, o_mtime=50)                         # grow: the mtime carried wins
+    oa = c.getattr(1).oa
+    assert (oa["o_mtime"], oa["o_ctime"]) == (50, 30)
+    c.punch(1, 50, FLMTIME | FLCTIME, o_mtime=60, o_ctime=70)    # shrink: mtime := the final ctime
+    oa = c.getattr(1).oa
+    assert (oa["o_size"], oa["o_mtime"], oa["o_ctime"]) == (50, 70, 70)
+    c.setattr(1, FLMTIME, o_mtime=5)
+    c.punch(1, 50, FLATIME, o_atime=11)                          # same size: no truncate
+    oa = c.getattr(1).oa
+    assert (oa["o_atime"], oa["o_mtime"], oa["o_ctime"]) == (11, 5, 70)
+    c.punch(1, 10, FLMTIME | FLCTIME, o_mtime=80, o_ctime=80)    # the deterministic case: both equal
+    oa = c.getattr(1).oa
+    assert (oa["o_mtime"], oa["o_ctime"]) == (80, 80)
+
+
+def test_punch_ids_only_while_the_special_bit_is_set(t):
+    """ofd_attr_handle_id with is_setattr 0: uid/gid taken only while the stored mode has
+    S_ISUID/S_ISGID (projid while S_ISVTX, or when the stored projid is 0 and the new one not),
+    then that bit is cleared; FLMODE is ignored."""
+    c = connected(t)
+    c.create(2)
+    c.punch(1, 0, FLUID | FLMODE, o_uid=7, o_mode=0o777)
+    oa = c.getattr(1).oa
+    assert (oa["o_uid"], oa["o_mode"]) == (7, 0o103666)
+    c.punch(1, 0, FLUID | FLGID, o_uid=8, o_gid=9)                # S_ISUID gone: uid kept
+    oa = c.getattr(1).oa
+    assert (oa["o_uid"], oa["o_gid"], oa["o_mode"]) == (7, 9, 0o101666)
+    c.setattr(2, FLMODE, o_mode=0o644)                           # no special bits left
+    c.punch(2, 0, FLUID | FLGID | FLPROJID, o_uid=1, o_gid=2, o_projid=3)
+    oa = c.getattr(2).oa
+    assert (oa["o_uid"], oa["o_gid"], oa["o_projid"], oa["o_mode"]) == (0, 0, 3, 0o100644)   # projid was 0
+    c.punch(2, 0, FLPROJID, o_projid=4)
+    assert c.getattr(2).oa["o_projid"] == 3
+
+
+
+def test_sync_commits_only_above_the_last_committed_version(t):
+    """tgt_sync syncs an object only when its version is above the last committed transno;
+    the version moves only on PUNCH and SETATTR with a size (and WRITE, FALLOCATE)."""
     c = connected(t)
     c.create(1)
     transnos = [c.setattr(1, o_mtime=i).transno for i in range(3)]
-    assert c.send("OBD_PING").committed == transnos[0]                    # §8: two newer ones pending
-    rep = c.send("OST_SYNC", [ost_body(1)])
-    assert rep.status == 0 and rep.transno == 0 and rep.committed == transnos[-1]
-    assert c.send("OST_SYNC", [ost_body(2)]).status == e("ENOENT")
+    assert c.send("OBD_PING").committed == transnos[0]                    # two newer ones pending
+    rep = c.sync(1)
+    assert rep.status == 0 and rep.transno == 0 and rep.committed == transnos[0]   # version 0: no sync
+    assert c.getattr(1).oa["o_data_version"] == 0
+    punched = c.punch(1, 0).transno
+    assert c.getattr(1).oa["o_data_version"] == punched
+    c.setattr(1, o_mtime=9)
+    rep = c.sync(1)
+    assert rep.committed == punched + 1                                   # one journal commit: everything
+    assert rep.oa["o_valid"] == FLID | FLGROUP | FLSIZE | FLBLOCKS | FLATIME | FLMTIME | FLCTIME | FLTYPE | FLMODE
+    assert rep.raw_oi == (IDIF, 1) and rep.oa["o_mtime"] == 9
+    rep = c.sync(2)
+    assert rep.status == e("ENOENT") and rep.oa["o_valid"] == 0
 
 
 def test_disconnect_forgets_the_export(t):
@@ -393,19 +694,22 @@ def test_disconnect_forgets_the_export(t):
     assert rep.status == 0 and not rep.body["pb_op_flags"] & RECONNECT
 
 
+
 def test_ost_id_forms_name_the_same_object(t):
-    oi_form = {"oi": {"oi_id": 0x1234, "oi_seq": 0}, "oi_fid": {}}
-    idif = {"oi": {"oi_id": 0, "oi_seq": 0}, "oi_fid": {"f_seq": C("FID_SEQ_IDIF"), "f_oid": 0x1234, "f_ver": 0}}
-    idif["oi"]["oi_seq"] = C("FID_SEQ_IDIF")
+    oi_form = {"oi": {"oi_id": 0x1234, "oi_seq": 0}}
+    idif = {"oi": {"oi_id": IDIF, "oi_seq": 0x1234}}           # the same 16 bytes as {IDIF, 0x1234, 0}
     assert (ostid_seq(oi_form), ostid_id(oi_form)) == (0, 0x1234) == (ostid_seq(idif), ostid_id(idif))
     c = connected(t)
-    assert c.send("OST_CREATE", [ost_body(fid={"f_seq": C("FID_SEQ_IDIF"), "f_oid": 0x1234, "f_ver": 0},
+    assert c.send("OST_CREATE", [ost_body(fid={"f_seq": IDIF, "f_oid": 0x1234, "f_ver": 0},
                                           valid=FLID | FLGROUP)]).status == 0
     assert c.getattr(0x1234).status == 0
+    other_ost = {"f_seq": IDIF | (3 << 16), "f_oid": 0x1234, "f_ver": 0}   # converted with this OST's index
+    assert c.send("OST_GETATTR", [ost_body(fid=other_ost, valid=FLID)]).raw_oi == (IDIF, 0x1234)
     normal = {"f_seq": C("FID_SEQ_NORMAL") + 5, "f_oid": 9, "f_ver": 0}
-    assert c.send("OST_CREATE", [ost_body(fid=normal, valid=FLID)]).status == 0
-    assert c.send("OST_GETATTR", [ost_body(fid=normal, valid=FLID)]).status == 0
-    assert c.getattr(9).status == e("ENOENT")
+    rep = c.send("OST_CREATE", [ost_body(fid=normal, valid=FLID)])
+    assert rep.status == 0 and rep.oa["o_oi"]["oi_fid"] == normal          # sequence's own LAST_ID
+    assert c.send("OST_GETATTR", [ost_body(fid=dict(normal, f_oid=3), valid=FLID)]).status == 0
+    assert c.getattr(9).status == 0 and c.getattr(0x1235).status == e("ENOENT")
 
 
 def test_big_endian_client_is_understood(t):
@@ -517,7 +821,8 @@ def test_replay_create_gives_creates_a_transno(t):
     assert plain.create(1).transno == 0
     assert rc.create(2).transno != 0
     assert half.create(3).transno == 0
-    assert rc.create(2).transno == 0                                        # -EEXIST: failed, no transno
+    rep = rc.create(2)                                                      # nothing to create: no transaction
+    assert (rep.status, rep.transno) == (0, 0)
 
 
 # ======================================================================================
@@ -558,7 +863,10 @@ def test_last_committed_per_client_lags_and_never_decreases(t):
     assert values == sorted(values)
 
 
+
 def test_resend_gets_the_saved_reply_and_is_not_executed_again(t):
+    """Reference choice (TGT-RESEND-1 allows it; Lustre's OST runs a resend again): a resend
+    is answered from the reply saved for its XID until pb_last_xid passes it."""
     c = connected(t)
     c.create(1)
     first = c.setattr(1, o_mtime=5)
@@ -572,11 +880,35 @@ def test_resend_gets_the_saved_reply_and_is_not_executed_again(t):
     assert (again.type, again.status, again.transno, again.buffers[1:]) == \
         (first.type, first.status, first.transno, first.buffers[1:])
     assert c.getattr(1).oa["o_mtime"] == 7                                 # not executed again
-    assert c.send_bytes(xid, data) is None                                 # same XID, no RESENT: dropped
     c.unreplied.discard(xid)
     c.send("OBD_PING")                                                     # pb_last_xid passes xid
     assert (c.uuid, xid) not in c.t.saved                                  # released
     assert c.send_bytes(xid, resent).is_err("EPROTO")                      # now an old XID
+
+
+def test_row12_only_the_last_transaction_xid_is_remembered(t):
+    """tgt_handle_recovery / req_can_reconstruct: one XID per export (lcd_last_xid, the XID of
+    its latest request that ran a transaction); that XID again without RESENT/REPLAY is
+    dropped; an older XID above the export's last XID runs as a new request."""
+    c = connected(t)
+    c.create(1)
+    c.getattr(1)
+    older = c.setattr(1, o_mtime=5); older_sent = c.last_sent
+    c.unreplied.add(older_sent[0])
+    last = c.setattr(1, o_mtime=7); last_sent = c.last_sent
+    c.unreplied.add(last_sent[0])
+    c.getattr(1)                                                           # a read does not move it
+    assert c.send_bytes(*last_sent) is None                                # the last one: dropped
+    rep = c.send_bytes(*older_sent)                                        # an older one: runs again
+    assert rep.status == 0 and rep.transno > last.transno > older.transno
+    assert c.getattr(1).oa["o_mtime"] == 5
+    assert c.send_bytes(*older_sent) is None                               # now the last one
+    c.connect()                                                            # the last XID restarts at 0 ...
+    assert c.send_bytes(*older_sent) is None                               # ... lcd_last_xid stays
+    plain = connected(t, "p")
+    xid, data = plain.raw("OST_CREATE", [ost_body(9)])                     # a local transaction
+    plain.send_bytes(xid, data)
+    assert plain.send_bytes(xid, data).status == 0                         # not remembered
 
 
 def test_resend_without_saved_reply_is_executed(t):
@@ -762,18 +1094,26 @@ def test_recovery_reconnect_count_one_is_refused(t):
     assert c.send("OST_CONNECT", c.connect_buffers(), conn_cnt=5, handle=0).status == 0
 
 
+
 def test_vbr_versions(t):
+    """The VBR version is the transno of the object's last size-changing transaction (PUNCH,
+    SETATTR with a size): ofd_trans_start is given the object only for those."""
     t = lagging()
     c = connected(t, flags=C("OBD_CONNECT_VBR"))
     c.create(1)
-    r1 = c.setattr(1, o_mtime=1); s1 = c.last_sent
+    r1 = c.punch(1, 10); s1 = c.last_sent
     r2 = c.setattr(1, o_mtime=2); s2 = c.last_sent
-    assert r1.body["pb_pre_versions"][0] == 0 and r2.body["pb_pre_versions"][0] == r1.transno
+    r3 = c.setattr(1, o_mtime=3); s3 = c.last_sent
+    assert r1.body["pb_pre_versions"][0] == 0
+    assert r2.body["pb_pre_versions"][0] == r3.body["pb_pre_versions"][0] == r1.transno   # setattr: no move
+    assert c.getattr(1).oa["o_data_version"] == r1.transno
     t.restart()
     c.connect()
     rep = c.replay(*s1, r1.transno, (r1.body["pb_pre_versions"]))
     assert (rep.status, rep.transno) == (0, r1.transno)
-    rep = c.replay(*s2, r2.transno, (12345, 0, 0, 0))
+    rep = c.replay(*s2, r2.transno, (r1.transno, 0, 0, 0))                 # matches the size version
+    assert (rep.status, rep.transno) == (0, r2.transno)
+    rep = c.replay(*s3, r3.transno, (r2.transno, 0, 0, 0))                 # a plain setattr is no version
     assert (rep.type, rep.status, rep.transno) == (REPLY, e("EOVERFLOW"), 0)
     c.done()
     assert not t.recovering
@@ -795,35 +1135,90 @@ def test_vbr_matching_version_replays(t):
     assert c.getattr(1).oa["o_mtime"] == 2
 
 
-def test_replay_of_a_committed_transaction_answers_the_saved_reply(t):
+
+def test_replay_of_a_committed_transaction_runs_again(t):
+    """target_queue_recovery_request: a replay below the next expected transno runs at once;
+    the OST runs it again (tgt_last_rcvd_update keeps its transno), rolling newer state back."""
     c = connected(t)
     c.create(1)
     r1 = c.setattr(1, o_mtime=1); s1 = c.last_sent
     c.unreplied.add(s1[0])
-    c.send("OST_SYNC", [ost_body(1)])
+    c.punch(1, 0)
+    c.sync(1)
     c.setattr(1, o_mtime=2)
-    c.send("OST_SYNC", [ost_body(1)])
+    c.punch(1, 0)
+    c.sync(1)
+    assert c.send("OBD_PING").committed > r1.transno
     t.restart()
     c.connect()
     rep = c.replay(*s1, r1.transno)
     assert (rep.status, rep.transno) == (0, r1.transno)
     c.done()
-    assert c.getattr(1).oa["o_mtime"] == 2                          # not run again
+    assert c.getattr(1).oa["o_mtime"] == 1                          # run again
+    skip = Target(TargetConfig(replay_skips_committed=True))          # (bug) answered from the saved reply
+    assert bug_replay_skips_committed(skip) and not bug_replay_skips_committed(Target())
 
 
-def test_replay_claimed_by_another_client_is_dropped(t):
+def test_non_replay_changes_during_recovery_take_the_next_transno_after_the_commit_point(t):
+    """After a restart lut_last_transno is the commit point: a change served during recovery
+    takes the next transno and may equal a lost one or a replay still to come."""
     t = lagging()
     a, b = connected(t, "a"), connected(t, "b")
     a.create(1)
+    b.create(2)
+    a1 = a.setattr(1, o_mtime=1)
+    assert a.sync(1).committed == 0                                 # version 0: nothing synced
+    b.punch(2, 0)
+    commit_point = b.sync(2).committed
+    assert commit_point > a1.transno
+    a2 = a.setattr(1, o_mtime=2); a2_sent = a.last_sent              # lost in the crash
+    assert t.restart() == commit_point
+    a.connect(); b.connect()
+    rep = b.setattr(2, o_mtime=9)                                   # not a replay: served at once
+    assert rep.status == 0 and rep.transno == commit_point + 1 == a2.transno     # collides
+    rep = a.replay(*a2_sent, a2.transno)
+    assert (rep.status, rep.transno) == (0, a2.transno)
+    a.done(); b.done()
+    assert not t.recovering
+    assert a.setattr(1).transno > ((a2.transno >> 32) + 1) << 32
+
+
+def test_epoch_after_a_restart_with_nothing_committed(t):
+    t = lagging()
+    c = connected(t)
+    c.create(1)
+    lost = [c.setattr(1, o_mtime=i).transno for i in range(3)]
+    t.restart()
+    c.connect()
+    assert c.setattr(1, o_mtime=5).transno == t.config.transno_start          # reuses a lost transno
+    c.done()
+    assert c.setattr(1).transno > ((max(lost) >> 32) + 1) << 32
+
+
+
+def test_duplicate_replay_transno(t):
+    """target_queue_recovery_request: a replay whose transno a still-queued replay holds is
+    dropped (never answered); once the first has run, a replay of that transno runs again.
+    The reference is deterministic: the first replay is queued exactly until its turn comes."""
+    t = lagging()
+    a, b, x = connected(t, "a"), connected(t, "b"), connected(t, "x")
+    a.create(1)
     r1 = a.setattr(1, o_mtime=1); s1 = a.last_sent
-    a.setattr(1, o_mtime=2)
     t.restart()
     a.connect(); b.connect()
-    assert b.send("OST_SETATTR", [ost_body(1, FLMTIME, o_mtime=7)], flags=REPLAY, transno=r1.transno + 1) is None
-    assert a.replay(*s1, r1.transno).transno == r1.transno
-    assert b.replies == [] and len(a.replies) == 1                  # b's replay ran after a's
-    assert a.send("OST_SETATTR", [ost_body(1, FLMTIME, o_mtime=8)], flags=REPLAY,
-                  transno=r1.transno + 1) is None                   # claimed by b
+    assert a.replay(*s1, r1.transno) is None                        # queued: x has not reconnected
+    claim = b.send("OST_SETATTR", [ost_body(1, FLMTIME, o_mtime=7)], flags=REPLAY, transno=r1.transno)
+    assert claim is None
+    x.connect()
+    [ran] = x.replies                                               # a's replay ran; b's never will
+    assert (ran["client"], Rep(bytes.fromhex(ran["data"])).transno) == ("a", r1.transno)
+    rep = b.send("OST_SETATTR", [ost_body(1, FLMTIME, o_mtime=8)], flags=REPLAY, transno=r1.transno)
+    assert (rep.type, rep.status, rep.transno) == (REPLY, 0, r1.transno)     # already run: runs again
+    for c in (a, b, x):
+        c.done()
+    assert not t.recovering and a.getattr(1).oa["o_mtime"] == 8
+    claim_xid = b.xid - 2                                            # the dropped claim
+    assert not [r for c in (a, b, x) for r in c.replies if (r["client"], r["xid"]) == ("b", claim_xid)]
 
 
 def test_transno_hint_on_reconnect(t):
@@ -1057,11 +1452,16 @@ def bug_replay_outside_recovery(t):
     return c.setattr(1, flags=REPLAY, transno=1 << 33).type != ERR
 
 
+
 def bug_replay_new_transno(t):
     t.config = t.config.but(commit_lag=100)
     a, b, sent = _recovery(t)
-    client, (xid, data), transno = sent[0]
-    return client.replay(xid, data, transno).transno != transno
+    (_, first, t1), (_, third, t3) = sent[0], sent[2]
+    a.replay(*first, t1)
+    a.replay(*third, t3)                                        # queued: b's transno is missing
+    b.done(REQ_DONE)                                            # b replays nothing: the gap is skipped
+    [ran] = [r for r in b.replies if r["client"] == "a"]
+    return Rep(bytes.fromhex(ran["data"])).transno != t3
 
 
 def bug_replays_in_arrival_order(t):
@@ -1091,6 +1491,102 @@ def bug_restart_loses_committed(t):
     a.done()
     b.done()
     return a.getattr(1).status != 0
+
+
+
+def bug_create_eexist(t):
+    c = connected(t)
+    c.create(3)
+    return c.getattr(1).status != 0 or c.create(3).status != 0
+
+
+def bug_create_applies_attrs(t):
+    c = connected(t)
+    c.create(1, FLUID | FLMTIME, o_uid=5, o_mtime=6)
+    oa = c.getattr(1).oa
+    return (oa["o_uid"], oa["o_mtime"]) != (0, 0)
+
+
+def bug_zeroed_objects(t):
+    c = connected(t)
+    c.create(1)
+    return c.getattr(1).oa["o_mode"] != FRESH_MODE
+
+
+def bug_uid_keeps_suid(t):
+    c = connected(t)
+    c.create(1)
+    c.setattr(1, FLUID, o_uid=5)
+    return bool(c.getattr(1).oa["o_mode"] & 0o4000)
+
+
+def bug_punch_sets_ids(t):
+    c = connected(t)
+    c.create(1)
+    c.setattr(1, FLUID, o_uid=5)                                # S_ISUID cleared: the owner is set
+    c.punch(1, 0, FLUID, o_uid=6)
+    return c.getattr(1).oa["o_uid"] != 5
+
+
+def bug_honours_ungranted_rdonly(t):
+    c = Client(t, "c1", flags=RDONLY)
+    c.connect()
+    return c.create(1).status == e("EROFS")
+
+
+def bug_rdonly_unenforced(t):
+    c = Client(t, "c1", flags=RDONLY)
+    granted = c.connect().struct("obd_connect_data")["ocd_connect_flags"]
+    return bool(granted & RDONLY) and c.create(1).status != e("EROFS")
+
+
+def bug_timeout_drop_first(t):
+    return connected(t).send("OBD_PING", flags=REPLAY, transno=5, timeout=0) is None
+
+
+def bug_replay_skips_committed(t):
+    c = connected(t)
+    c.create(1)
+    r1 = c.setattr(1, o_mtime=1); s1 = c.last_sent
+    c.unreplied.add(s1[0])                                      # the saved reply is kept
+    for _ in range(3):
+        c.setattr(1, o_mtime=2)
+    t.restart()
+    c.connect()
+    c.replay(*s1, r1.transno)
+    c.done()
+    return c.getattr(1).oa["o_mtime"] != 1
+
+
+def bug_claimed_always_dropped(t):
+    t.config = t.config.but(commit_lag=100)
+    a, b, sent = _recovery(t)
+    client, (xid, data), transno = sent[0]
+    a.replay(xid, data, transno)                                # runs: a's transno is the next one
+    return b.send("OST_SETATTR", [ost_body(2, FLMTIME, o_mtime=7)], flags=REPLAY, transno=transno) is None
+
+
+def bug_runs_queued_duplicate_replay(t):
+    t.config = t.config.but(commit_lag=100)
+    a, b, x = connected(t, "a"), connected(t, "b"), connected(t, "x")
+    a.create(1)
+    r1 = a.setattr(1, o_mtime=1); s1 = a.last_sent
+    t.restart()
+    a.connect(); b.connect()
+    a.replay(*s1, r1.transno)                                   # queued: x is not back
+    b.send("OST_SETATTR", [ost_body(1, FLMTIME, o_mtime=7)], flags=REPLAY, transno=r1.transno)
+    claim = b.last_sent[0]
+    x.connect()
+    for c in (a, x, b):
+        c.done()
+    return any((r["client"], r["xid"]) == ("b", claim) for c in (a, b, x) for r in c.replies)
+
+
+def bug_version_on_every_change(t):
+    c = connected(t)
+    c.create(1)
+    c.setattr(1, o_mtime=3)
+    return c.getattr(1).oa["o_data_version"] != 0
 
 
 DETECTORS = {name: globals()["bug_" + name[len("target_"):]] for name in TARGET_FAMILIES}

@@ -60,6 +60,64 @@ def test_every_broken_target_is_caught_by_a_scenario(family):
     assert any(r in text for r in reqs), f"{family} is caught, but not on {reqs}: {text[:2000]}"
 
 
+# a target that follows a rule the suite used before issue 18, and the scenario written for the
+# corrected rule (docs/target-rules.md, "Changes from the previous version")
+CORRECTED = [
+    ("target_create_eexist", "target.obj.precreate"),
+    ("target_create_applies_attrs", "target.obj.fresh"),
+    ("target_zeroed_objects", "target.obj.fresh"),
+    ("target_uid_keeps_suid", "target.obj.special-bits"),
+    ("target_punch_sets_ids", "target.obj.punch"),
+    ("target_honours_ungranted_rdonly", "target.obj.readonly"),
+    ("target_rdonly_unenforced", "target.obj.readonly"),
+    ("target_timeout_drop_first", "target.err.replay-timeout-0"),
+    ("target_claimed_always_dropped", "recovery.claimed-transno"),
+    ("target_runs_queued_duplicate_replay", "recovery.claimed-transno-queued"),
+    ("target_version_on_every_change", "recovery.vbr-version"),
+    ("target_replays_in_arrival_order", "recovery.replay.transno-order"),
+]
+
+
+@pytest.mark.parametrize("family,scenario_id", CORRECTED)
+def test_each_corrected_rule_has_a_scenario_the_old_rule_fails(family, scenario_id):
+    """For each corrected point, the scenario written for it fails a target that follows the
+    old rule, on the requirement that rule breaks."""
+    factory, _, reqs = iuts.TARGET_FAMILIES[family]
+    s = next(s for s in SCENARIOS if s.id == scenario_id)
+    problems, _ = scen.run(s, _adapter(factory()))
+    assert problems, f"{family} passes {scenario_id}"
+    assert any(r in p for p in problems for r in reqs), problems
+
+
+@pytest.mark.parametrize("name", sorted(iuts.CONFORMING_TARGETS))
+def test_a_target_making_an_allowed_choice_passes_every_scenario(name):
+    """A target that differs from the reference only in a choice the rules allow passes (the
+    mutant zoo lists it as an equivalent mutant: docs/mutants.md)."""
+    a = _adapter(iuts.CONFORMING_TARGETS[name][0]())
+    for s in SCENARIOS:
+        assert scen.run(s, a)[0] == [], s.id
+
+
+def test_an_independent_target_passes_the_target_and_recovery_areas(run_cli):
+    """tests/independent_ost.py, written from docs/target-rules.md alone with other choices than
+    the reference (big-endian replies, LAST_ID 5, creates that stop early, transno gaps, no
+    punch mtime, no projid, resends run again, no commit point reported), passes every
+    target and recovery case."""
+    run = run_cli("certify", "--iut", "python:independent_ost:testee", "--area", "target", "--area", "recovery",
+                  examples=100)
+    assert run.rc == 0, run.stdout[-3000:]
+    verdicts = run.verdicts()
+    assert len(verdicts) == len(SCENARIOS) + len(STATEFUL) and set(verdicts.values()) == {"pass"}
+
+
+def test_a_target_that_forgets_clients_with_nothing_committed_passes_recovery(run_cli):
+    """A client none of whose transactions committed may be forgotten at a restart (-EBUSY on
+    its reconnect, or no recovery at all when none is remembered): the recovery suite accepts it."""
+    run = run_cli("certify", "--iut", "python:independent_ost:forgetful", "--case", "recovery.stateful.restart",
+                  examples=100)
+    assert run.rc == 0, run.stdout[-3000:]
+
+
 def test_resend_run_again_is_conforming_by_default():
     """Lustre's OST runs a resent request again (lut_no_reconstruct): the default profile
     accepts it, the reconstruct profile does not."""
@@ -238,6 +296,32 @@ def test_stateful_parts_share_one_budget_with_distinct_seeds():
     assert part_seed(STATEFUL[0], 1) == part_seed(STATEFUL[0], 1)   # and nothing else does
 
 
+def test_the_seed_drives_the_stateful_cases():
+    """--seed (the run's conformance seed) reaches every stateful part: the same seed gives the
+    same sequence of requests, another seed another (issue 15, point 9)."""
+    from ptlrpc_conformance.fixtures.stateful import part_seed, run_machine
+    from ptlrpc_conformance.suites.test_recovery import RecoveryMachine
+    from ptlrpc_conformance.suites.test_target import TargetMachine
+
+    class Recording(InProcessAdapter):
+        def call(self, request):
+            if request.get("op") == "exchange":
+                self.seen.append(request["data"])
+            return super().call(request)
+
+    def requests(machine, part, seed):
+        a = Recording(make_testee())
+        a.seen = []
+        a.start()
+        run_machine(machine, a, lambda j: None, case=part, requirements=[], examples=5, steps=15,
+                    run_seed=part_seed(part, seed), needs=(), what="x")
+        return a.seen
+    for machine, part in ((TargetMachine, STATEFUL[0]), (RecoveryMachine, STATEFUL[-1])):
+        first = requests(machine, part, 1)
+        assert first and first == requests(machine, part, 1)
+        assert first != requests(machine, part, 2)
+
+
 def test_step_judge_keeps_what_later_steps_need():
     from ptlrpc_conformance.harness.ost.client import Client, reply
     from ptlrpc_conformance.harness.ost.steps import StepJudge
@@ -254,7 +338,8 @@ def test_step_judge_keeps_what_later_steps_need():
     # deferred replies are matched to the steps waiting for them
     j.defer(3, "c1", 99)
     matched, unmatched = j.arrived([("c1", 99, b"x"), ("c2", 5, None)])
-    assert matched == [(3, b"x")] and unmatched == ["a deferred reply to c2 xid 5 that no step is waiting for"]
+    assert matched == [(3, b"x")]
+    assert unmatched == ["RCV-REPLAY-1: a deferred reply to c2 xid 5 that no step is waiting for (no such request)"]
     j.defer(4, "c1", 100)
     assert j.never_answered() == [(4, "c1", 100)] and not j.waiting
 
@@ -283,3 +368,216 @@ def test_parts_of_a_suite_share_one_shrinking_budget(monkeypatch):
     other = type("Q", (Machine,), dict(suite=(Machine, 2), failures=[], first_failure=None))
     other.record_failure("another IUT")
     assert not other().idle                                          # another IUT, another budget
+
+
+# ---- check-trace on a real file system's traffic -------------------------------------------------
+
+def _pack(opc, buffers=(), *, reply=False, err=False, version="LUSTRE_OST_VERSION", handle=0, transno=0,
+          committed=0, status=0, op_flags=0, flags=0):
+    from ptlrpc_conformance.harness.ost.wire import pack_body, pack_message
+    from ptlrpc_conformance import spec
+    C = spec.constant
+    kind = C("PTL_RPC_MSG_ERR") if err else C("PTL_RPC_MSG_REPLY") if reply else C("PTL_RPC_MSG_REQUEST")
+    body = {"pb_handle": handle, "pb_type": kind, "pb_version": C(version) | C("PTLRPC_MSG_VERSION"), "pb_opc": opc,
+            "pb_status": status & 0xFFFFFFFF, "pb_transno": transno, "pb_last_committed": committed,
+            "pb_op_flags": op_flags, "pb_flags": flags, "pb_conn_cnt": 1, "pb_timeout": 30}
+    return pack_message([pack_body(body)] + list(buffers))
+
+
+def _filesystem_traffic(getattr_transno=0, late_write_transno=None):
+    """The traffic of a small file system on port 988: a client mounting (MGS, MDT0000, two
+    OSTs on one OSS), the MDT's own connection to an OST (orphan cleanup, precreate), a
+    second client, and ordinary I/O — extent locks, writes in flight answered out of order,
+    a read, a punch, a fallocate, pings, a lock cancel on the shared portal, a sync, a
+    getattr, a disconnect.  Transnos: each target its own counter (the MDT's far above the
+    OSTs').  `getattr_transno`, `late_write_transno`: the broken target's answers."""
+    from ptlrpc_conformance import spec
+    from ptlrpc_conformance.harness.ost.client import ost_body, uuid_buffer
+    from ptlrpc_conformance.harness.ost import wire
+    C = spec.constant
+    MDS, OSS, CL1, CL2 = "10.0.0.1", "10.0.0.2", "10.0.0.10", "10.0.0.11"
+    flags = C("OBD_CONNECT_FULL20") | C("OBD_CONNECT_VERSION") | C("OBD_CONNECT_GRANT") | C("OBD_CONNECT_FLAGS2")
+    out = []
+
+    def connect(client, server, portal, opc, target, uuid, cookie, version, flags2=0, reply_portal=4):
+        ocd = wire.pack_struct("obd_connect_data", {"ocd_connect_flags": flags, "ocd_connect_flags2": flags2})
+        req = _pack(opc, [uuid_buffer(target), uuid_buffer(uuid), wire.pack_struct("lustre_handle", {"cookie": 7}), ocd],
+                    version=version, op_flags=C("MSG_CONNECT_INITIAL"))
+        rep = _pack(opc, [ocd], reply=True, version=version, handle=cookie, op_flags=C("MSG_CONNECT_REPLAYABLE"))
+        out.append(dict(client=client, server=server, portal=portal, reply_portal=reply_portal,
+                        xid=len(out) + 1, request=req, reply=rep))
+
+    def rpc(client, server, portal, opc, handle, *, transno=0, committed=0, version="LUSTRE_OST_VERSION",
+            body=None, reply_portal=4, **kw):
+        buffers = [body if body is not None else ost_body(1)]
+        out.append(dict(client=client, server=server, portal=portal, reply_portal=reply_portal, xid=len(out) + 1,
+                        request=_pack(opc, buffers, version=version, handle=handle),
+                        reply=_pack(opc, buffers, reply=True, version=version, transno=transno, committed=committed),
+                        **kw))
+
+    T, S, M = 0x200000000, 0x200000000, 0x300000000         # OST0000's, OST0001's and the MDT's counters
+    connect(CL1, MDS, 26, C("MGS_CONNECT"), "MGS", "cl1-mgc", 0xA1, "LUSTRE_MGS_VERSION", reply_portal=27)
+    rpc(CL1, MDS, 26, C("MGS_CONFIG_READ"), 0xA1, version="LUSTRE_MGS_VERSION", reply_portal=27)
+    rpc(CL1, MDS, 26, C("OBD_PING"), 0, version="LUSTRE_OBD_VERSION", reply_portal=27)    # pb_handle 0: not attributed
+    connect(CL1, MDS, 12, C("MDS_CONNECT"), "lustre-MDT0000_UUID", "cl1-mdc", 0xB1, "LUSTRE_MDS_VERSION", reply_portal=10)
+    rpc(CL1, MDS, 12, C("MDS_REINT"), 0xB1, transno=M + 1, version="LUSTRE_MDS_VERSION", reply_portal=10)
+    connect(MDS, OSS, 28, C("OST_CONNECT"), "lustre-OST0000_UUID", "lustre-MDT0000-mdtlov_UUID", 0xC4,
+            "LUSTRE_OBD_VERSION", flags2=C("OBD_CONNECT2_REPLAY_CREATE"))
+    rpc(MDS, OSS, 7, C("OST_CREATE"), 0xC4, body=ost_body(1, C("OBD_MD_FLFLAGS"), o_flags=C("OBD_FL_DELORPHAN")))
+    rpc(MDS, OSS, 7, C("OST_CREATE"), 0xC4, transno=T + 1, body=ost_body(33))                 # a precreate
+    connect(CL1, OSS, 28, C("OST_CONNECT"), "lustre-OST0000_UUID", "cl1-osc-0", 0xC1, "LUSTRE_OBD_VERSION")
+    connect(CL1, OSS, 28, C("OST_CONNECT"), "lustre-OST0001_UUID", "cl1-osc-1", 0xC2, "LUSTRE_OBD_VERSION")
+    connect(CL2, OSS, 28, C("OST_CONNECT"), "lustre-OST0000_UUID", "cl2-osc-0", 0xC3, "LUSTRE_OBD_VERSION")
+    rpc(CL1, OSS, 28, C("LDLM_ENQUEUE"), 0xC1, version="LUSTRE_DLM_VERSION", body=bytes(136))
+    rpc(CL1, OSS, 6, C("OST_WRITE"), 0xC1, transno=T + 3, reply_after=1)          # in flight ...
+    rpc(CL1, OSS, 6, C("OST_WRITE"), 0xC1, transno=T + 2)                         # ... answered first
+    rpc(CL1, OSS, 6, C("OST_WRITE"), 0xC2, transno=S + 1)                         # OST0001: a counter of its own
+    rpc(CL2, OSS, 6, C("OST_READ"), 0xC3)
+    rpc(CL1, OSS, 6, C("OST_PUNCH"), 0xC1, transno=T + 4, committed=T + 3)
+    rpc(CL1, OSS, 28, C("OST_GETATTR"), 0xC1, transno=getattr_transno, committed=T + 3)
+    rpc(CL1, OSS, 6, C("OST_FALLOCATE"), 0xC1, transno=T + 5, committed=T + 3)
+    rpc(CL1, OSS, 6, C("OST_WRITE"), 0xC1, transno=late_write_transno or T + 6, committed=T + 4)
+    rpc(MDS, OSS, 28, C("OST_STATFS"), 0xC4, committed=T + 1, body=b"")
+    rpc(CL2, OSS, 28, C("OBD_PING"), 0xC3, version="LUSTRE_OBD_VERSION", body=b"")
+    rpc(CL1, OSS, 17, C("LDLM_CANCEL"), 0xC1, version="LUSTRE_DLM_VERSION", body=bytes(72), reply_portal=18)
+    rpc(CL2, OSS, 28, C("OST_SYNC"), 0xC3)
+    rpc(CL1, OSS, 28, C("OST_DISCONNECT"), 0xC1, version="LUSTRE_OBD_VERSION", committed=T + 5, body=b"")
+    for r in out:                       # a body of b"" stands for a bodiless request
+        for key in ("request", "reply"):
+            m = wire.parse(r[key], "request" if key == "request" else "reply")
+            if m.buffers[1:] == [b""]:
+                r[key] = wire.pack_message([m.buffers[0]])
+    return out
+
+
+def test_check_trace_passes_ordinary_filesystem_traffic(run_cli, tmp_path):
+    """A capture of a file system's ordinary traffic — the MGS, an MDT and two OSTs, writes in
+    flight, opcodes the rules do not model — passes check-trace with no violation; what it
+    could not judge is counted (docs/target-rules.md §6)."""
+    from ptlrpc_conformance.harness.ost import trace
+    path = tmp_path / "fs.pcap"
+    lnet.write_pcap(path, _filesystem_traffic())
+    records = trace.read(path)
+    result = trace.check_trace(records)
+    assert result.violations == [], [str(v) for v in result.violations]
+    assert result.exchanges == len(records) == 25
+    assert sorted(result.targets) == ["lustre-OST0000_UUID@10.0.0.2@tcp", "lustre-OST0001_UUID@10.0.0.2@tcp"]
+    assert result.other_targets == 4 and result.unattributed == 1
+    assert result.unmodelled == 8            # LDLM_ENQUEUE, 4 OST_WRITE, OST_READ, OST_FALLOCATE, LDLM_CANCEL
+    assert result.judged == 20
+    run = run_cli("check-trace", str(path), out=False)
+    assert run.rc == 0, run.stdout + run.stderr
+    assert "25 exchanges, 0 violations" in run.stderr and "do not model" in run.stderr
+
+
+@pytest.mark.parametrize("broken,rule", [(dict(getattr_transno=0x200000007), "TGT-TRANSNO-2"),
+                                         (dict(late_write_transno=0x200000001), "TGT-TRANSNO-1")])
+def test_check_trace_finds_a_broken_target_in_filesystem_traffic(run_cli, tmp_path, broken, rule):
+    """In the same capture, a transno on a GETATTR, or a write's transno below one captured
+    before it was sent, is still found and named."""
+    path = tmp_path / "fs.pcap"
+    lnet.write_pcap(path, _filesystem_traffic(**broken))
+    run = run_cli("check-trace", str(path), out=False)
+    assert run.rc == 1 and f": {rule}: client 10.0.0.10@tcp cl1-osc-0 " in run.stdout.splitlines()[0], run.stdout
+
+
+# ---- scenario format 2 ---------------------------------------------------------------------------
+
+def _scenario_file(tmp_path, fmt, steps, name="s.yaml"):
+    import yaml
+    f = tmp_path / name
+    f.write_text(yaml.safe_dump({"format": f"ptlrpc-conformance-scenarios/{fmt}", "scenarios": [
+        {"id": "mine.one", "title": "t", "requirements": ["TGT-ERR-2"], "cite": ["x"], "steps": steps}]}))
+    return f
+
+
+def _steps_with_outcomes():
+    """connect; a ping answered one of two ways; steps that depend on the outcome and on the
+    grant; an object id counted from a create's LAST_ID."""
+    from ptlrpc_conformance.harness.ost.client import Client, ost_body
+    from ptlrpc_conformance import spec
+    c = Client("c1", handle=0x1000, readonly=True)
+    x1, connect = c.connect()
+    x2, ping = c.request("OBD_PING")
+    x3, create = c.request("OST_CREATE", [ost_body(1)])
+    x4, create2 = c.request("OST_CREATE", [ost_body(2)])
+    x5, getattr_ = c.request("OST_GETATTR", [ost_body(2)])
+    rdonly = spec.constant("OBD_CONNECT_RDONLY")
+    return [
+        {"client": "c1", "xid": x1, "request": connect.hex(), "expect": {"type": "REPLY", "status": 0}},
+        {"client": "c1", "xid": x2, "request": ping.hex(), "patch": {"pb_handle": "c1"},
+         "expect_any": [{"outcome": "served", "type": "REPLY", "status": 0},
+                        {"outcome": "refused", "type": "ERR", "status": -107}]},
+        {"client": "c1", "xid": x3, "request": create.hex(), "patch": {"pb_handle": "c1"},
+         "if_outcome": {"step": 2, "outcome": "served"}, "expect": {"type": "REPLY", "status": 0}},
+        {"client": "c1", "xid": x4, "request": create2.hex(), "patch": {"pb_handle": "c1", "oid": "@3+1"},
+         "if_granted": {"step": 1, "flags": rdonly, "granted": False},
+         "expect": {"type": "REPLY", "status": 0, "transno": "zero", "struct": "ost_body",
+                    "fields": {"oa.o_oi@id": "@3+1"}}},
+        {"client": "c1", "xid": x4, "request": create2.hex(), "patch": {"pb_handle": "c1", "oid": "@3+1"},
+         "if_granted": {"step": 1, "flags": rdonly}, "expect": {"type": "REPLY", "status": -30}},
+        {"client": "c1", "xid": x5, "request": getattr_.hex(), "patch": {"pb_handle": "c1", "oid": "@4"},
+         "if_outcome": [{"step": 2, "outcome": "served"}, {"step": 5, "outcome": "skipped"}],
+         "expect": {"type": "REPLY", "status": 0, "struct": "ost_body", "fields": {"oa.o_mode&4095": 0o7666},
+                    "fields_if_valid": {"oa.o_projid": [1 << 56, 0]}}},
+        {"op": "expire_recovery", "if_outcome": {"step": 2, "outcome": "refused"}},
+    ]
+
+
+def test_scenario_format_2_outcomes_conditions_and_object_ids(tmp_path):
+    """expect_any names the allowed outcomes; if_outcome and if_granted choose the steps that
+    follow; "@N+K" counts object ids from create step N's LAST_ID (docs/scenarios.md)."""
+    f = _scenario_file(tmp_path, 2, _steps_with_outcomes())
+    [s] = scen.load_all([str(f)])[-1:]
+    assert s.steps[1].expect_any.names == ["served", "refused"]
+    a = _adapter(make_testee())
+    problems, records = scen.run(s, a)
+    assert problems == [], problems
+    notes = [r.note for r in records]
+    assert notes[4].startswith("skipped: step 1's connect did not grant")     # RDONLY asked, not granted
+    assert notes[6].startswith("skipped: expire_recovery: step 2 ended served")
+    # the same file with another LAST_ID: the ids follow the target (independent_ost starts at 5)
+    import independent_ost
+    assert scen.run(s, _adapter(independent_ost.testee()))[0] == []
+    # a saved scenario writes back what it read
+    from ptlrpc_conformance.harness.ost.scenario import dump_file, load_text
+    again = load_text("x", dump_file([s]), [])
+    assert [st.to_dict() for st in again[0].steps] == [st.to_dict() for st in s.steps]
+
+
+def test_an_outcome_outside_the_allowed_ones_fails(tmp_path):
+    steps = _steps_with_outcomes()[:2]
+    steps[1]["expect_any"] = [{"outcome": "refused", "type": "ERR", "status": -107},
+                              {"outcome": "other", "type": "REPLY", "status": -2}]
+    [s] = scen.load_all([str(_scenario_file(tmp_path, 2, steps))])[-1:]
+    problems, _ = scen.run(s, _adapter(make_testee()))
+    assert problems and all("closest allowed outcome 'other'; the others fail too: 'refused'" in p for p in problems), problems
+
+
+def test_format_1_still_loads_but_cannot_use_format_2(run_cli, tmp_path):
+    steps = _steps_with_outcomes()
+    plain = _scenario_file(tmp_path, 1, steps[:1], "one.yaml")
+    assert [s.id for s in scen.load_all([str(plain)])][-1] == "mine.one"
+    f = _scenario_file(tmp_path, 1, steps, "two.yaml")
+    run = run_cli("lint-vectors", str(f), out=False)
+    assert run.rc == 2
+    for n in (2, 3, 4, 6, 7):
+        assert f"{f}: mine.one: step {n}: " in run.stdout and "need 'format: ptlrpc-conformance-scenarios/2'" in run.stdout
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda st: st[2].update(if_outcome={"step": 2, "outcome": "nope"}), "step 3: if_outcome names outcome(s) ['nope']"),
+    (lambda st: st[2].update(if_outcome={"step": 9, "outcome": "served"}), "step 3: if_outcome must name an earlier step"),
+    (lambda st: st[1]["expect_any"].pop(), "step 2: 'expect_any' must list at least two outcomes"),
+    (lambda st: st[1]["expect_any"][1].update(outcome="served"), "step 2: bad expect_any: expect_any needs outcomes"),
+    (lambda st: st[3]["patch"].update(oid="3+1"), "step 4: patch 'oid' must be '@STEP' or '@STEP+K'"),
+    (lambda st: st[3].update(if_granted={"step": 1, "flags": 0}), "step 4: 'if_granted' must be"),
+    (lambda st: st[6].update(client="c1"), "step 7: op expire_recovery takes only 'note' and 'if_outcome'"),
+])
+def test_format_2_problems_name_the_step(tmp_path, change, message):
+    steps = _steps_with_outcomes()
+    change(steps)
+    f = _scenario_file(tmp_path, 2, steps)
+    with pytest.raises(Exception) as e:
+        scen.load_all([str(f)])
+    assert any(message in p for p in e.value.problems), e.value.problems

@@ -121,7 +121,7 @@ def test_vector_files_validate_against_the_published_schema():
     validator.check_schema(schema)
     for name, text in bundled_files():
         data = yaml.safe_load(text)
-        if data.get("format") == "ptlrpc-conformance-scenarios/1":
+        if str(data.get("format")).startswith("ptlrpc-conformance-scenarios/"):
             continue                  # scenario vectors: their own format (docs/scenarios.md)
         validator.validate(data)
     bad = {"format": "ptlrpc-conformance-vectors/1",

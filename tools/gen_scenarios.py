@@ -19,9 +19,12 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import regen  # noqa: E402
 
 from ptlrpc_conformance import spec as _spec  # noqa: E402
-from ptlrpc_conformance.harness.ost.scenario import Scenario, Step, dump_file
-from ptlrpc_conformance.harness.ost.wire import REPLY as REPLY_T
-from ptlrpc_conformance.harness.ost.client import C, EOF, MD, Client, Expect, dropped, err, ost_body, reply
+from ptlrpc_conformance.harness.ost import model  # noqa: E402
+from ptlrpc_conformance.harness.ost.model import Obj  # noqa: E402
+from ptlrpc_conformance.harness.ost.scenario import Scenario, Step, dump_file  # noqa: E402
+from ptlrpc_conformance.harness.ost.wire import REPLY as REPLY_T  # noqa: E402
+from ptlrpc_conformance.harness.ost.client import (C, EOF, MD, OBJECT_ID, AnyOf, Client, Expect, dropped,  # noqa: E402
+                                                   err, ost_body, reply)
 
 spec_errno = _spec.errno_value
 OUTPUT = ROOT / "ptlrpc_conformance" / "vectors" / "scenarios_target.yaml"
@@ -30,12 +33,16 @@ RECONNECT, REPLAYABLE, RECOVERING = (C("MSG_CONNECT_RECONNECT"), C("MSG_CONNECT_
 
 
 class Script:
-    """Client actions -> steps.  A connected client's requests get `patch: pb_handle`."""
+    """Client actions -> steps.  A connected client's requests get `patch: pb_handle`.  Objects
+    are named by their offset K from the LAST_ID the scenario's first create (the probe)
+    revealed: "@P+K" (a target may start LAST_ID anywhere, docs/target-rules.md §1)."""
 
     def __init__(self):
         self.steps: list[Step] = []
         self.clients: dict[str, Client] = {}
         self.live: set[str] = set()
+        self.probe_step: int | None = None
+        self.default_cond: dict = {}           # conditions every later exchange step gets too
 
     def client(self, name: str, **kw) -> Client:
         c = self.clients.get(name)
@@ -43,23 +50,46 @@ class Script:
             c = self.clients[name] = Client(name, handle=0x1000 + 0x111 * len(self.clients), **kw)
         return c
 
-    def send(self, name: str, req: tuple[int, bytes], expect: Expect | None, note: str,
+    def send(self, name: str, req: tuple[int, bytes], expect: Expect | AnyOf | None, note: str,
              handle_patch: bool = True, same_as: int | None = None, later: bool = False,
-             transno_from: int | None = None, if_committed: int | None = None,
-             if_uncommitted: int | None = None, if_lost: int | None = None) -> int:
+             transno_from: int | None = None, oid: str | None = None, pre_version_from: int | None = None,
+             **cond) -> int:
         xid, data = req
         patch = {}
         if handle_patch and name in self.live:
             patch["pb_handle"] = name
         if transno_from is not None:
             patch["pb_transno"] = f"@{transno_from}"
-        self.steps.append(Step(client=name, xid=xid, request=data, patch=patch, expect=expect,
-                               same_as=same_as, later=later, note=note, if_committed=if_committed,
-                               if_uncommitted=if_uncommitted, if_lost=if_lost))
+        if pre_version_from is not None:
+            patch["pb_pre_versions"] = f"@{pre_version_from}"
+        if oid is not None:
+            patch["oid"] = oid
+        cond = _merge(self.default_cond, cond)
+        self.steps.append(Step(client=name, xid=xid, request=data, patch=patch,
+                               expect=expect if not isinstance(expect, AnyOf) else None,
+                               expect_any=expect if isinstance(expect, AnyOf) else None,
+                               same_as=same_as, later=later, note=note, **cond))
         return len(self.steps)
 
-    def op(self, step: str) -> None:
-        self.steps.append(Step(op=step))
+    def op(self, step: str, **cond) -> None:
+        self.steps.append(Step(op=step, **_merge({}, cond)))
+
+    # object ids ---------------------------------------------------------------------------
+    def obj(self, k: int, step: int | None = None) -> str:
+        """"@P+K": object K above the LAST_ID that create step P (default: the probe) left."""
+        p = self.probe_step if step is None else step
+        assert p is not None, "probe first"
+        return f"@{p}{k:+d}" if k else f"@{p}"
+
+    def probe(self, name: str) -> int:
+        """The scenario's first create: id 1, judged on its status only (LAST_ID is not known
+        yet); its reply tells LAST_ID, from which every object id is counted."""
+        c = self.clients[name]
+        n = self.send(name, c.request("OST_CREATE", [ost_body(1)]),
+                      reply(0, "any", requirement="TGT-OBJ-1", why="create id 1: learns LAST_ID"),
+                      "create id 1 (learns LAST_ID)")
+        self.probe_step = n
+        return n
 
     # common actions
     def connect(self, name: str, reconnect: bool = False, recovering: bool = False, **kw) -> int:
@@ -75,22 +105,29 @@ class Script:
         self.live.add(name)
         return n
 
-    def replay(self, name: str, step: int, expect: Expect | None = None, pre_version: int = 0) -> int:
+    def replay(self, name: str, step: int, expect: Expect | AnyOf | None = None, pre_version_from: int | None = None,
+               **cond) -> int:
         """Client `name` replays the request of step `step` (same XID and buffers, MSG_REPLAY,
-        the transno that step's reply carried); the reply may be deferred."""
+        the transno that step's reply carried); the reply may be deferred.  Run only if the
+        client has not seen that transaction committed, unless `cond` says otherwise."""
         c = self.clients[name]
         orig = self.steps[step - 1]
         from ptlrpc_conformance.harness.ost import wire
         msg = wire.parse(orig.request, "request")
         opc = msg.body["pb_opc"]
         req = c.request("OBD_PING", msg.buffers[1:], xid=orig.xid, flags=C("MSG_REPLAY"), opc=opc,
-                        version=msg.body["pb_version"] & 0xFFFF0000, pre_versions=(pre_version, 0, 0, 0))
-        # any status: a replay of a transaction the target had committed may run again
-        # (Lustre's OST does) and fail, e.g. -EEXIST for a create; the transno is the
-        # invariants' business (the same, or 0)
+                        version=msg.body["pb_version"] & 0xFFFF0000)
+        # only a request that was sent (its step not skipped), and only if the client has not
+        # seen it committed (TRANSNO-6)
+        ran = orig.expect_any.names if orig.expect_any is not None else ["expected"]
+        cond = _merge({"if_uncommitted": step, "if_outcome": {"step": step, "outcome": ran}}, cond)
+        # any status: a replay of a transaction the target had committed runs again (Lustre's
+        # OST does) and may fail, e.g. -ENOENT for a destroy; the transno is the invariants'
+        # business (the same, or 0)
         return self.send(name, req, expect or Expect(type=REPLY_T, status=None, transno="any",
                                                      requirement="RCV-REPLAY-1", why="replay"),
-                         f"replay of step {step}", later=True, transno_from=step, if_uncommitted=step)
+                         f"replay of step {step}", later=True, transno_from=step, oid=orig.patch.get("oid"),
+                         pre_version_from=pre_version_from, **cond)
 
     def done(self, name: str) -> None:
         """The two pings that end a client's replays: MSG_REQ_REPLAY_DONE, MSG_LOCK_REPLAY_DONE."""
@@ -98,21 +135,65 @@ class Script:
         for flag in ("MSG_REQ_REPLAY_DONE", "MSG_LOCK_REPLAY_DONE"):
             self.send(name, c.request("OBD_PING", flags=C(flag)), ok(why=flag), flag, later=True)
 
-    def body(self, name: str, opc: str, oid, expect: Expect, note: str, valid: int = 0, cond: dict | None = None,
-             **fields) -> int:
+    def body(self, name: str, opc: str, k: int, expect: Expect | AnyOf | None, note: str, valid: int = 0,
+             cond: dict | None = None, at: int | None = None, **fields) -> int:
+        """A body request on object K (counted from the probe's LAST_ID, or from create step `at`)."""
         c = self.clients[name]
-        return self.send(name, c.request(opc, [ost_body(oid, valid, **fields)]), expect, note, **(cond or {}))
+        return self.send(name, c.request(opc, [ost_body(1 + k, valid, **fields)]), expect, note,
+                         oid=self.obj(k, at), **(cond or {}))
+
+    def create(self, name: str, k: int, transno: str = "zero", note: str = "", cond: dict | None = None,
+               at: int | None = None) -> int:
+        """A create of object K, one above LAST_ID: the reply names K, transno as given."""
+        why = "create one above LAST_ID" + (" (REPLAY_CREATE)" if transno != "zero" else "")
+        exp = reply(0, transno, requirement="TGT-OBJ-1" if transno == "zero" else "TGT-TRANSNO-2", why=why,
+                    struct="ost_body", fields={OBJECT_ID: self.obj(k, at)})
+        return self.body(name, "OST_CREATE", k, exp, note or f"create object {k}", cond=cond, at=at)
+
+    def getattr(self, name: str, k: int, obj: Obj | None, note: str = "getattr", requirement: str = "TGT-OBJ-1",
+                cond: dict | None = None) -> int:
+        if isinstance(obj, (Expect, AnyOf)):
+            exp = obj
+        else:
+            exp = model.getattr_expect(obj, requirement) if obj is not None else \
+                reply("ENOENT", requirement=requirement, why="no such object")
+        return self.body(name, "OST_GETATTR", k, exp, note, cond=cond)
+
+
+def _as_list(v):
+    return None if v is None else (list(v) if isinstance(v, list) else [v])
+
+
+def _merge(default: dict, cond: dict) -> dict:
+    """Step conditions: `cond` plus `default`; the list-valued ones (if_outcome, if_granted)
+    are joined (all must hold)."""
+    out = dict(cond)
+    for key, value in default.items():
+        if key in ("if_outcome", "if_granted"):
+            out[key] = (_as_list(value) or []) + (_as_list(out.get(key)) or [])
+        else:
+            out.setdefault(key, value)
+    for key in ("if_outcome", "if_granted"):
+        if key in out:
+            out[key] = _as_list(out[key])
+            if key == "if_outcome":
+                out[key] = [dict(c, outcome=_as_list(c["outcome"]) if not isinstance(c["outcome"], str)
+                                 else [c["outcome"]]) for c in out[key]]
+            else:
+                out[key] = [dict({"flags": 0, "flags2": 0, "granted": True}, **c) for c in out[key]]
+    return out
 
 
 def ok(transno="zero", why="", **kw):
     return reply(0, transno, requirement="TGT-TRANSNO-2" if transno == "nonzero" else "TGT-ERR-2", why=why, **kw)
 
 
-def getattr_expect(size=0, mtime=0, mode=0, uid=0, gid=0, atime=0, ctime=0, requirement="TGT-OBJ-1"):
-    bits = MD["FLSIZE"] | MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | MD["FLMODE"] | MD["FLUID"] | MD["FLGID"]
-    return reply(0, requirement=requirement, why="getattr", struct="ost_body",
-                 fields={"oa.o_size": size, "oa.o_atime": atime, "oa.o_mtime": mtime, "oa.o_ctime": ctime,
-                         "oa.o_mode&4095": mode, "oa.o_uid": uid, "oa.o_gid": gid, f"oa.o_valid&{bits}": bits})
+def fresh(**changes) -> Obj:
+    """A precreated object (mode 0o7666, times 0, owner 0) with some attributes changed."""
+    o = Obj()
+    for k, v in changes.items():
+        setattr(o, k, frozenset(v) if isinstance(v, (set, frozenset)) else v)
+    return o
 
 
 SCENARIOS = []
@@ -141,7 +222,8 @@ def _(s):
 def _(s):
     s.connect("c1")
     s.connect("c1", reconnect=True)
-    s.body("c1", "OST_GETATTR", 1, reply("ENOENT", why="no such object"), "getattr after reconnect")
+    s.probe("c1")
+    s.getattr("c1", 5, None, "getattr after reconnect: an id above LAST_ID (never created)", requirement="TGT-ERR-2")
 
 
 @scenario("target.conn.reconnect-same-count", "a reconnect with the stored pb_conn_cnt is refused ERR -EALREADY",
@@ -170,6 +252,9 @@ def _(s):
     s.connect("c1", reconnect=True)
     c = s.clients["c1"]
     s.send("c1", c.request("OBD_PING", conn_cnt=1), dropped("pb_conn_cnt 1 below 2"), "ping, old count")
+    s.send("c1", c.request("OBD_PING", conn_cnt=1, flags=C("MSG_REPLAY")),
+           dropped("pb_conn_cnt 1 below 2: dropped before the replay-outside-recovery check"), "replay, old count")
+    s.send("c1", c.request("OBD_PING"), ok(why="not evicted"), "ping, the export is still there")
 
 
 @scenario("target.conn.not-connected", "a request with pb_handle 0 or an unknown cookie is refused ERR -ENOTCONN",
@@ -256,6 +341,18 @@ def _(s):
     s.send("c1", c.request("OBD_PING"), err("ENOTCONN", "RCV-OUTSIDE-1", "the export was evicted"), "ping after eviction")
 
 
+@scenario("target.err.replay-timeout-0", "a replay outside recovery is answered ERR -ENODEV (and evicts) even with "
+          "pb_timeout 0: ptlrpc_check_req runs before the adaptive-timeout drop",
+          ["RCV-OUTSIDE-1", "TGT-DROP-1"], ["service.c: ptlrpc_server_handle_req_in, ptlrpc_check_req"])
+def _(s):
+    s.connect("c1")
+    c = s.clients["c1"]
+    s.send("c1", c.request("OBD_PING", flags=C("MSG_REPLAY"), timeout=0),
+           err("ENODEV", "RCV-OUTSIDE-1", "a replay outside recovery, pb_timeout 0: checked before the timeout drop"),
+           "replay flag, pb_timeout 0")
+    s.send("c1", c.request("OBD_PING"), err("ENOTCONN", "RCV-OUTSIDE-1", "the export was evicted"), "ping after eviction")
+
+
 @scenario("target.err.transno-outside-recovery", "a request with a non-zero pb_transno outside recovery: ERR -ENODEV, evicted",
           ["RCV-OUTSIDE-1"], ["RULES ERR-3", "service.c: ptlrpc_check_req"])
 def _(s):
@@ -266,72 +363,224 @@ def _(s):
     s.send("c1", c.request("OBD_PING"), err("ENOTCONN", "RCV-OUTSIDE-1", "the export was evicted"), "ping after eviction")
 
 
+
+
 # ---- handlers, transnos -------------------------------------------------------------------------
+
+TIME = 1700000000
+SIZE_BITS = MD["FLSIZE"] | MD["FLBLOCKS"]
+RDONLY, FLAGS2, REPLAY_CREATE = C("OBD_CONNECT_RDONLY"), C("OBD_CONNECT_FLAGS2"), C("OBD_CONNECT2_REPLAY_CREATE")
+
+
+def created(s, k, transno="zero", why="", at=None):
+    """The reply to a create whose reply must name object K."""
+    return reply(0, transno, requirement="TGT-OBJ-1" if transno == "zero" else "TGT-TRANSNO-2", why=why,
+                 struct="ost_body", fields={OBJECT_ID: s.obj(k, at)})
+
+
+def variants(s, name, opc, k, cases, valid=0, note="", **fields):
+    """One request sent under exclusive conditions, each with its own expectation:
+    cases [(condition dict, expectation, note)].  Returns the step numbers."""
+    c = s.clients[name]
+    req = c.request(opc, [ost_body(1 + k, valid, **fields)])
+    return [s.send(name, req, exp, f"{note} ({why})", oid=s.obj(k), **cond) for cond, exp, why in cases]
+
 
 @scenario("target.obj.lifecycle", "create, setattr, getattr, punch, destroy: statuses, transnos and attributes",
           ["TGT-TRANSNO-2", "TGT-OBJ-1", "TGT-ERR-2", "TGT-TRANSNO-1"],
-          ["RULES TRANSNO-1, TRANSNO-2, OPC-1, VALID-3", "ofd_dev.c: ofd_*_hdl"])
+          ["RULES TRANSNO-1, TRANSNO-2, OPC-1, VALID-3", "ofd_dev.c: ofd_create_hdl, ofd_setattr_hdl, ofd_punch_hdl, "
+           "ofd_destroy_hdl", "ofd_objects.c: ofd_precreate_objects, ofd_attr_handle_id"])
 def _(s):
     s.connect("c1")
-    s.body("c1", "OST_CREATE", 7, ok(why="create without REPLAY_CREATE"), "create")
-    s.body("c1", "OST_CREATE", 7, reply("EEXIST", why="exists"), "create again")
-    s.body("c1", "OST_SETATTR", 7, ok("nonzero", why="setattr"), "setattr mtime, mode, uid",
-           MD["FLMTIME"] | MD["FLMODE"] | MD["FLUID"], o_mtime=1700000000, o_mode=0o100644, o_uid=500)
-    s.body("c1", "OST_GETATTR", 7, getattr_expect(mtime=1700000000, mode=0o644, uid=500), "getattr")
-    s.body("c1", "OST_PUNCH", 7, ok("nonzero", why="punch"), "punch to 4096", MD["FLSIZE"] | MD["FLBLOCKS"],
+    s.probe("c1")
+    s.create("c1", 1, note="create object 1 (no REPLAY_CREATE: no transno)")
+    s.body("c1", "OST_CREATE", 1, created(s, 1, why="an id at LAST_ID: nothing is made, never -EEXIST"),
+           "create object 1 again")
+    s.body("c1", "OST_SETATTR", 1, ok("nonzero", why="setattr"), "setattr mtime, mode 0644, uid",
+           MD["FLMTIME"] | MD["FLMODE"] | MD["FLUID"], o_mtime=TIME, o_mode=0o100644, o_uid=500)
+    s.getattr("c1", 1, fresh(mtime=TIME, mode=0o644, uid=500), "getattr: FLMODE takes 07777, the uid clears S_ISUID")
+    s.body("c1", "OST_PUNCH", 1, ok("nonzero", why="punch"), "punch to 4096 (the object grows)", SIZE_BITS,
            o_size=4096, o_blocks=EOF)
-    s.body("c1", "OST_GETATTR", 7, getattr_expect(size=4096, mtime=1700000000, mode=0o644, uid=500), "getattr")
-    s.body("c1", "OST_SYNC", 7, ok(why="sync"), "sync")
-    s.body("c1", "OST_DESTROY", 7, ok("nonzero", why="destroy"), "destroy")
-    s.body("c1", "OST_GETATTR", 7, reply("ENOENT", why="destroyed"), "getattr")
-    s.body("c1", "OST_SETATTR", 7, reply("ENOENT", why="a failed setattr runs no transaction"), "setattr, missing",
+    s.getattr("c1", 1, fresh(size=4096, mtime={TIME, 0}, mode=0o644, uid=500),
+              "getattr: mtime as it was, or the ctime (an ldiskfs truncate)")
+    s.body("c1", "OST_SYNC", 1, ok(why="sync"), "sync")
+    s.body("c1", "OST_DESTROY", 1, ok("nonzero", why="destroy"), "destroy")
+    s.getattr("c1", 1, None, "getattr: destroyed", requirement="TGT-ERR-2")
+    s.body("c1", "OST_SETATTR", 1, reply("ENOENT", why="a failed setattr runs no transaction"), "setattr, missing",
            MD["FLMTIME"], o_mtime=1)
-    s.body("c1", "OST_DESTROY", 7, reply("ENOENT", why="destroyed"), "destroy again")
+    s.body("c1", "OST_DESTROY", 1, reply("ENOENT", why="destroyed"), "destroy again")
+    s.body("c1", "OST_CREATE", 1, created(s, 1, why="a destroyed id at LAST_ID is never made again"),
+           "create object 1 once more")
+    s.getattr("c1", 1, None, "getattr: still gone")
 
 
-@scenario("target.obj.valid-bits", "SETATTR applies only the fields whose bits are set; FLTYPE is ignored",
-          ["TGT-OBJ-1"], ["RULES VALID-1, VALID-3", "ofd_dev.c: ofd_setattr_hdl", "obdo_server.c: la_from_obdo"])
+@scenario("target.obj.fresh", "a new object is size 0, times 0, owner 0, mode 0o107666, whatever the create carried",
+          ["TGT-OBJ-1"], ["ofd_objects.c: ofd_precreate_objects", "ofd_internal.h: OFD_UNSET_ATTRS_MODE"])
 def _(s):
     s.connect("c1")
-    s.body("c1", "OST_CREATE", 3, ok(why="create"), "create")
-    s.body("c1", "OST_SETATTR", 3, ok("nonzero", why="setattr gid only"), "setattr FLGID, every other field noise",
+    s.probe("c1")
+    s.create("c1", 1)
+    s.getattr("c1", 1, fresh(), "getattr: S_IFREG | 07666, everything else 0")
+    s.body("c1", "OST_CREATE", 2, created(s, 2, why="create carrying attributes"),
+           "create object 2 with times, mode and owner in the request",
+           MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | MD["FLMODE"] | MD["FLUID"] | MD["FLGID"],
+           o_atime=11, o_mtime=12, o_ctime=13, o_mode=0o100600, o_uid=14, o_gid=15)
+    s.getattr("c1", 2, fresh(), "getattr: the create's attributes were not used")
+
+
+@scenario("target.obj.precreate", "OST_CREATE precreates every id from LAST_ID+1 up to the one it names; at or "
+          "below LAST_ID it makes nothing (a destroyed id included) and never answers -EEXIST",
+          ["TGT-OBJ-1", "TGT-TRANSNO-2"], ["ofd_dev.c: ofd_create_hdl", "ofd_objects.c: ofd_precreate_objects"])
+def _(s):
+    s.connect("c1")
+    s.probe("c1")
+    q = s.body("c1", "OST_CREATE", 3, AnyOf([(f"to-{m}", created(s, m, why=f"precreate up to object {m}"))
+                                             for m in (1, 2, 3)]),
+               "create object 3: objects 1, 2 and 3 are made (the target may stop early)")
+    s.getattr("c1", 1, fresh(), "object 1 was precreated")
+    s.getattr("c1", 2, fresh(), "object 2 was precreated", cond={"if_outcome": {"step": q, "outcome": ["to-2", "to-3"]}})
+    s.getattr("c1", 3, fresh(), "object 3 was made", cond={"if_outcome": {"step": q, "outcome": ["to-3"]}})
+    s.getattr("c1", 4, None, "nothing above the id asked for")
+    s.body("c1", "OST_CREATE", 1, created(s, 1, why="below LAST_ID: nothing, the reply names LAST_ID+1", at=q),
+           "create object 1 again (below LAST_ID)", cond={"if_outcome": {"step": q, "outcome": ["to-2", "to-3"]}})
+    s.body("c1", "OST_CREATE", 1, created(s, 0, why="at LAST_ID: nothing, the reply names it", at=q),
+           "create object 1 again (at LAST_ID)", cond={"if_outcome": {"step": q, "outcome": ["to-1"]}})
+    s.body("c1", "OST_DESTROY", 1, ok("nonzero", why="destroy"), "destroy object 1")
+    s.body("c1", "OST_CREATE", 1, reply(0, "zero", requirement="TGT-OBJ-1", why="nothing is made at or below LAST_ID"),
+           "create object 1 once more")
+    s.getattr("c1", 1, None, "object 1 stays destroyed")
+
+
+@scenario("target.obj.valid-bits", "SETATTR applies only the fields whose bits are set; FLTYPE is ignored; FLGID "
+          "clears S_ISGID", ["TGT-OBJ-1"],
+          ["RULES VALID-1, VALID-3", "ofd_dev.c: ofd_setattr_hdl", "obdo_server.c: la_from_obdo",
+           "ofd_objects.c: ofd_attr_handle_id"])
+def _(s):
+    s.connect("c1")
+    s.probe("c1")
+    s.create("c1", 1)
+    s.body("c1", "OST_SETATTR", 1, ok("nonzero", why="setattr gid only"), "setattr FLGID|FLTYPE, every other field noise",
            MD["FLGID"] | MD["FLTYPE"], o_gid=42, o_uid=999, o_mtime=123456, o_atime=654321, o_ctime=111,
            o_mode=0o040777, o_size=EOF)
-    s.body("c1", "OST_GETATTR", 3, getattr_expect(gid=42), "getattr: only the gid changed")
+    s.getattr("c1", 1, fresh(gid=42, mode=0o5666), "getattr: only the gid changed, and S_ISGID went with the old group")
+
+
+@scenario("target.obj.special-bits", "FLUID, FLGID and FLPROJID clear S_ISUID, S_ISGID and S_ISVTX while the stored "
+          "mode has them, with or without FLMODE", ["TGT-OBJ-1"],
+          ["ofd_objects.c: ofd_attr_handle_id (is_setattr 1), ofd_attr_set", "obdo_server.c: la_from_obdo"])
+def _(s):
+    s.connect("c1")
+    s.probe("c1")
+    for k in range(1, 6):
+        s.create("c1", k)
+
+    def setattr(k, valid, note, **fields):
+        s.body("c1", "OST_SETATTR", k, ok("nonzero", why="setattr"), note, valid, **fields)
+    setattr(1, MD["FLUID"], "object 1: uid alone", o_uid=5)
+    s.getattr("c1", 1, fresh(uid=5, mode=0o3666), "getattr: S_ISUID cleared (0o3666)")
+    setattr(2, MD["FLGID"], "object 2: gid alone", o_gid=6)
+    s.getattr("c1", 2, fresh(gid=6, mode=0o5666), "getattr: S_ISGID cleared (0o5666)")
+    setattr(3, MD["FLUID"] | MD["FLGID"] | MD["FLPROJID"], "object 3: uid, gid and projid", o_uid=7, o_gid=8, o_projid=9)
+    s.getattr("c1", 3, fresh(uid=7, gid=8, projid=9, mode=0o666), "getattr: all three special bits cleared (0o666)")
+    setattr(4, MD["FLMODE"] | MD["FLUID"], "object 4: mode 04755 and a uid", o_mode=0o4755, o_uid=10)
+    s.getattr("c1", 4, fresh(uid=10, mode=0o755), "getattr: the requested S_ISUID is removed (the stored mode had it)")
+    setattr(1, MD["FLMODE"] | MD["FLUID"], "object 1 again: mode 04755 and a uid", o_mode=0o4755, o_uid=11)
+    s.getattr("c1", 1, fresh(uid=11, mode=0o4755), "getattr: S_ISUID stays (the stored mode no longer had it)")
+    setattr(5, MD["FLMODE"], "object 5: mode 07777 alone", o_mode=0o7777)
+    setattr(5, MD["FLPROJID"], "object 5: projid alone", o_projid=3)
+    s.getattr("c1", 5, fresh(projid=3, mode=0o6777), "getattr: the projid cleared S_ISVTX (0o6777)")
+
+
+@scenario("target.obj.punch", "OST_PUNCH sets the size, the times it carries (mtime one of the back-ends' outcomes), "
+          "and uid/gid/projid only where ofd_attr_handle_id lets it; FLMODE is ignored", ["TGT-OBJ-1"],
+          ["ofd_dev.c: ofd_punch_hdl", "ofd_objects.c: ofd_object_punch, ofd_attr_handle_id (is_setattr 0)",
+           "osd-ldiskfs/osd_io.c, osd-zfs/osd_io.c: osd_punch"])
+def _(s):
+    s.connect("c1")
+    s.probe("c1")
+    for k in (1, 2, 3):
+        s.create("c1", k)
+
+    def punch(k, size, valid, note, **fields):
+        s.body("c1", "OST_PUNCH", k, ok("nonzero", why="punch"), note, SIZE_BITS | valid, o_size=size, o_blocks=EOF,
+               **fields)
+    punch(1, 100, MD["FLMTIME"] | MD["FLCTIME"], "object 1: grow to 100, mtime = ctime", o_mtime=TIME, o_ctime=TIME)
+    s.getattr("c1", 1, fresh(size=100, mtime=TIME, ctime=TIME), "getattr: mtime = ctime = the value sent, on every back-end")
+    punch(1, 100, MD["FLATIME"], "object 1: punch at its size (nothing truncated), atime 5", o_atime=5)
+    s.getattr("c1", 1, fresh(size=100, atime=5, mtime=TIME, ctime=TIME), "getattr: nothing truncated, mtime stays")
+    punch(2, 50, MD["FLMTIME"], "object 2: grow to 50 with an mtime", o_mtime=TIME)
+    s.getattr("c1", 2, fresh(size=50, mtime={TIME, 0}),
+              "getattr: mtime as sent, or the ctime (an ldiskfs truncate after the attributes)")
+    punch(1, 10, 0, "object 1: shrink to 10, no times")
+    s.getattr("c1", 1, fresh(size=10, atime=5, mtime=TIME, ctime=TIME), "getattr: mtime the old one or the ctime (equal here)")
+    punch(3, 0, MD["FLUID"] | MD["FLGID"] | MD["FLMODE"], "object 3: uid, gid and a mode 0600", o_uid=5, o_gid=6,
+          o_mode=0o100600)
+    s.getattr("c1", 3, fresh(uid=5, gid=6, mode=0o1666),
+              "getattr: owner set (its special bits were there), the bits cleared, FLMODE ignored")
+    punch(3, 0, MD["FLUID"] | MD["FLPROJID"], "object 3: another uid and a projid", o_uid=9, o_projid=4)
+    s.getattr("c1", 3, fresh(uid=5, gid=6, projid=4, mode=0o666),
+              "getattr: the uid stays (S_ISUID is gone), the projid is set and clears S_ISVTX")
+    punch(3, 0, MD["FLPROJID"], "object 3: another projid", o_projid=7)
+    s.getattr("c1", 3, fresh(uid=5, gid=6, projid=4, mode=0o666), "getattr: the projid stays (no S_ISVTX, projid not 0)")
 
 
 @scenario("target.obj.refusals", "truncation by setattr (REPLY -EPERM), punch end not EOF (REPLY -EPROTO), punch without FLBLOCKS (ERR -EPROTO)",
           ["TGT-ERR-2", "TGT-ERR-3"], ["RULES VALID-3, ERR-1", "ofd_dev.c: ofd_setattr_hdl, ofd_punch_hdl"])
 def _(s):
     s.connect("c1")
-    s.body("c1", "OST_CREATE", 2, ok(why="create"), "create")
-    s.body("c1", "OST_SETATTR", 2, reply("EPERM", why="truncation through setattr"), "setattr FLSIZE 4096",
+    s.probe("c1")
+    s.create("c1", 1)
+    s.body("c1", "OST_SETATTR", 1, reply("EPERM", why="truncation through setattr"), "setattr FLSIZE 4096",
            MD["FLSIZE"], o_size=4096)
-    s.body("c1", "OST_PUNCH", 2, reply("EPROTO", why="end is not EOF"), "punch 0..4096",
-           MD["FLSIZE"] | MD["FLBLOCKS"], o_size=0, o_blocks=4096)
-    s.body("c1", "OST_PUNCH", 2, err("EPROTO", "TGT-ERR-2", "without FLBLOCKS: a serious error"), "punch, FLSIZE only",
+    s.body("c1", "OST_PUNCH", 1, reply("EPROTO", why="end is not EOF"), "punch 0..4096", SIZE_BITS, o_size=0, o_blocks=4096)
+    s.body("c1", "OST_PUNCH", 1, err("EPROTO", "TGT-ERR-2", "without FLBLOCKS: a serious error"), "punch, FLSIZE only",
            MD["FLSIZE"], o_size=0, o_blocks=EOF)
-    s.body("c1", "OST_GETATTR", 2, getattr_expect(), "getattr: nothing changed")
+    s.body("c1", "OST_SETATTR", 9, reply("EPERM", why="-EPERM is checked before the object's existence"),
+           "setattr FLSIZE 4096 of a missing object", MD["FLSIZE"], o_size=4096)
+    s.getattr("c1", 1, fresh(), "getattr: nothing changed")
 
 
-@scenario("target.obj.readonly", "a read-only export gets REPLY -EROFS for modifying opcodes and is served otherwise",
-          ["TGT-ERR-2"], ["RULES ERR-3", "tgt_handler.c: tgt_request_preprocess"])
+@scenario("target.obj.readonly", "REPLY -EROFS for modifying opcodes exactly when the connect granted "
+          "OBD_CONNECT_RDONLY (Lustre's OST never grants it: a client that only asked is served)",
+          ["TGT-ERR-2"], ["RULES ERR-3", "tgt_handler.c: tgt_request_preprocess",
+                          "ofd_obd.c: ofd_parse_connect_data (OST_CONNECT_SUPPORTED lacks OBD_CONNECT_RDONLY)"])
 def _(s):
     s.connect("c1")
-    s.body("c1", "OST_CREATE", 4, ok(why="create"), "create (c1)")
-    s.connect("c3", readonly=True)
-    s.body("c3", "OST_SETATTR", 4, reply("EROFS", why="read-only"), "setattr (read-only c3)", MD["FLUID"], o_uid=1)
-    s.body("c3", "OST_DESTROY", 4, reply("EROFS", why="read-only"), "destroy (read-only c3)")
-    s.body("c3", "OST_GETATTR", 4, getattr_expect(), "getattr (read-only c3)")
+    s.probe("c1")
+    s.create("c1", 1, note="create (c1)")
+    c3 = s.connect("c3", readonly=True)
+    g = {"if_granted": {"step": c3, "flags": RDONLY}}
+    ng = {"if_granted": {"step": c3, "flags": RDONLY, "granted": False}}
+    variants(s, "c3", "OST_SETATTR", 1, [(g, reply("EROFS", why="read-only"), "RDONLY granted"),
+                                        (ng, reply(0, "nonzero", requirement="TGT-ERR-2", why="RDONLY asked, not granted: served"),
+                                         "RDONLY not granted")],
+             MD["FLUID"], "setattr uid (c3)", o_uid=1)
+    s.getattr("c3", 1, fresh(), "getattr (c3): nothing changed", cond=g)
+    s.getattr("c3", 1, fresh(uid=1, mode=0o3666), "getattr (c3): the setattr ran", cond=ng)
+    variants(s, "c3", "OST_DESTROY", 1, [(g, reply("EROFS", why="read-only"), "RDONLY granted"),
+                                        (ng, reply(0, "nonzero", requirement="TGT-ERR-2", why="served"), "RDONLY not granted")],
+             note="destroy (c3)")
+    s.getattr("c3", 1, fresh(), "getattr (c3): still there", cond=g)
+    s.getattr("c3", 1, None, "getattr (c3): destroyed", cond=ng)
 
 
-@scenario("target.transno.replay-create", "OST_CREATE gets a transno only when OBD_CONNECT2_REPLAY_CREATE was negotiated",
-          ["TGT-TRANSNO-2"], ["RULES TRANSNO-1, OPC-1", "ofd_dev.c: ofd_create_hdl"])
+@scenario("target.transno.replay-create", "OST_CREATE takes a transno only with OBD_CONNECT2_REPLAY_CREATE granted and "
+          "objects made; at or below LAST_ID it makes nothing and takes none", ["TGT-TRANSNO-2"],
+          ["RULES TRANSNO-1, OPC-1", "ofd_dev.c: ofd_create_hdl", "lustre_export.h: exp_connect_replay_create"])
 def _(s):
     s.connect("c1")
-    s.connect("c2", replay_create=True)
-    s.body("c1", "OST_CREATE", 1, ok(why="no REPLAY_CREATE"), "create (c1)")
-    s.body("c2", "OST_CREATE", 2, ok("nonzero", why="REPLAY_CREATE"), "create (c2)")
+    c2 = s.connect("c2", replay_create=True)
+    s.probe("c1")
+    s.create("c1", 1, note="create object 1 (c1, no REPLAY_CREATE)")
+    g = {"if_granted": {"step": c2, "flags": FLAGS2, "flags2": REPLAY_CREATE}}
+    ng = {"if_granted": {"step": c2, "flags": FLAGS2, "flags2": REPLAY_CREATE, "granted": False}}
+    variants(s, "c2", "OST_CREATE", 2, [(g, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "REPLAY_CREATE granted"),
+                                       (ng, created(s, 2, "zero", "REPLAY_CREATE not granted"), "not granted")],
+             note="create object 2 (c2)")
+    s.body("c2", "OST_CREATE", 2, created(s, 2, why="at LAST_ID: nothing made, no transno, REPLAY_CREATE or not"),
+           "create object 2 again (c2)")
+    s.body("c2", "OST_CREATE", 1, created(s, 3, why="below LAST_ID: nothing made, the reply names LAST_ID+1"),
+           "create object 1 (c2, below LAST_ID)")
 
 
 @scenario("target.transno.two-clients", "transnos increase across interleaved clients",
@@ -339,54 +588,72 @@ def _(s):
 def _(s):
     s.connect("c1")
     s.connect("c2")
-    s.body("c1", "OST_CREATE", 1, ok(why="create"), "create 1")
-    s.body("c2", "OST_CREATE", 2, ok(why="create"), "create 2")
+    s.probe("c1")
+    s.create("c1", 1, note="create 1")
+    s.create("c2", 2, note="create 2")
     for i in range(4):
-        who, oid = ("c1", 1) if i % 2 == 0 else ("c2", 2)
-        s.body(who, "OST_SETATTR", oid, ok("nonzero", why="setattr"), f"setattr {i}", MD["FLMTIME"], o_mtime=i + 1)
+        who, k = ("c1", 1) if i % 2 == 0 else ("c2", 2)
+        s.body(who, "OST_SETATTR", k, ok("nonzero", why="setattr"), f"setattr {i}", MD["FLMTIME"], o_mtime=i + 1)
     s.body("c1", "OST_SYNC", 1, ok(why="sync"), "sync")
     s.body("c2", "OST_SETATTR", 2, ok("nonzero", why="setattr"), "setattr after sync", MD["FLMTIME"], o_mtime=9)
 
 
-@scenario("target.resend.modify", "a resent setattr, punch and destroy get their original replies and do not run twice",
-          ["TGT-RESEND-1"], ["RULES TRANSNO-8", "tgt_handler.c: tgt_check_resent"])
+@scenario("target.resend.modify", "a resent setattr, punch and destroy get their original replies or run again "
+          "as new requests, never a mix", ["TGT-RESEND-1"], ["RULES TRANSNO-8", "tgt_handler.c: tgt_check_resent"])
 def _(s):
     s.connect("c1")
     c = s.clients["c1"]
-    s.body("c1", "OST_CREATE", 5, ok(why="create"), "create")
+    s.probe("c1")
+    s.create("c1", 1)
     for opc, valid, fields in (("OST_SETATTR", MD["FLMTIME"], {"o_mtime": 77}),
-                               ("OST_PUNCH", MD["FLSIZE"] | MD["FLBLOCKS"], {"o_size": 10, "o_blocks": EOF}),
+                               ("OST_PUNCH", SIZE_BITS, {"o_size": 10, "o_blocks": EOF}),
                                ("OST_DESTROY", 0, {})):
-        buf = ost_body(5, valid, **fields)
+        buf = ost_body(2, valid, **fields)
         xid, data = c.request(opc, [buf])
         c.unreplied.add(xid)          # the reply is "lost"
-        first = s.send("c1", (xid, data), ok("nonzero", why=opc), f"{opc} (reply lost)")
+        first = s.send("c1", (xid, data), ok("nonzero", why=opc), f"{opc} (reply lost)", oid=s.obj(1))
         resent = c.request(opc, [buf], xid=xid, flags=C("MSG_RESENT"))
         c.unreplied.discard(xid)
-        s.send("c1", resent, None, f"{opc} resent", same_as=first)
-    s.body("c1", "OST_GETATTR", 5, reply("ENOENT", why="destroyed once"), "getattr")
+        s.send("c1", resent, None, f"{opc} resent", same_as=first, oid=s.obj(1))
+    s.getattr("c1", 1, None, "getattr: destroyed", requirement="TGT-RESEND-1")
 
 
-@scenario("target.resend.after-reconnect", "a resend after a reconnect still gets the saved reply",
+@scenario("target.resend.after-reconnect", "a resend after a reconnect gets the saved reply or runs again",
           ["TGT-RESEND-1", "TGT-CONN-1"], ["RULES TRANSNO-8, CONN-4", "tgt_handler.c: tgt_check_resent"])
 def _(s):
     s.connect("c1")
     c = s.clients["c1"]
-    s.body("c1", "OST_CREATE", 6, ok(why="create"), "create")
-    buf = ost_body(6, MD["FLUID"], o_uid=1234)
+    s.probe("c1")
+    s.create("c1", 1)
+    buf = ost_body(2, MD["FLUID"], o_uid=1234)
     xid, data = c.request("OST_SETATTR", [buf])
     c.unreplied.add(xid)
-    first = s.send("c1", (xid, data), ok("nonzero", why="setattr"), "setattr (reply lost)")
+    first = s.send("c1", (xid, data), ok("nonzero", why="setattr"), "setattr (reply lost)", oid=s.obj(1))
     s.connect("c1", reconnect=True)
     resent = c.request("OST_SETATTR", [buf], xid=xid, flags=C("MSG_RESENT"))
     c.unreplied.discard(xid)
-    s.send("c1", resent, None, "setattr resent", same_as=first)
+    s.send("c1", resent, None, "setattr resent", same_as=first, oid=s.obj(1))
+    s.getattr("c1", 1, fresh(uid=1234, mode=0o3666), "getattr: the setattr ran (once or twice: the same)",
+              requirement="TGT-RESEND-1")
 
 
 # ---- recovery (docs/target-rules.md §7) ----------------------------------------------------------
 
-def _transaction(s, name, opc, oid, note, valid=0, **fields):
-    return s.body(name, opc, oid, ok("nonzero", why=opc), note, valid, **fields)
+def _transaction(s, name, opc, k, note, valid=0, **fields):
+    return s.body(name, opc, k, ok("nonzero", why=opc), note, valid, **fields)
+
+
+def _rc_create(s, name, k, note, connect_step):
+    """A create by a client that asked for REPLAY_CREATE: a transno if it was granted.  The
+    recovery steps after it run only if it was (a create without a transno may or may not
+    survive a restart: docs/target-rules.md §7); returns the create's step."""
+    g = {"if_granted": {"step": connect_step, "flags": FLAGS2, "flags2": REPLAY_CREATE}}
+    ng = {"if_granted": {"step": connect_step, "flags": FLAGS2, "flags2": REPLAY_CREATE, "granted": False}}
+    n, _ = variants(s, name, "OST_CREATE", k, [(g, created(s, k, "nonzero", "REPLAY_CREATE granted"), "REPLAY_CREATE granted"),
+                                              (ng, created(s, k, "zero", "REPLAY_CREATE not granted"), "not granted")],
+                    note=note)
+    s.default_cond = dict(g)
+    return n
 
 
 @scenario("recovery.replay.one-client", "a restart, a reconnect with RECOVERING, replays answered with their own transnos, a new epoch after",
@@ -394,40 +661,51 @@ def _transaction(s, name, opc, oid, note, valid=0, **fields):
           ["RULES TRANSNO-4, TRANSNO-7, CONN-6", "ldlm_lib.c: target_handle_connect, target_recovery_thread",
            "tgt_lastrcvd.c: tgt_boot_epoch_update"], needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create")
+    c1 = s.connect("c1", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create", c1)
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid", MD["FLUID"], o_uid=77)
-    punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 100", MD["FLSIZE"] | MD["FLBLOCKS"], o_size=100, o_blocks=EOF)
+    punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 100", SIZE_BITS, o_size=100, o_blocks=EOF)
     s.op("restart")
     s.connect("c1", recovering=True)
     for n in (create, setattr_, punch):
         s.replay("c1", n)
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(size=100, uid=77, requirement="RCV-STATE-1"), "getattr: every replayed change is there")
+    s.getattr("c1", 1, fresh(size=100, uid=77, mode=0o3666), "getattr: every replayed change is there",
+              requirement="RCV-STATE-1")
     _transaction(s, "c1", "OST_SETATTR", 1, "a new transaction: a new epoch", MD["FLGID"], o_gid=5)
 
 
-@scenario("recovery.replay.transno-order", "two clients replay in the wrong order; the target runs the replays in transno order",
+@scenario("recovery.replay.transno-order", "two clients replay in the wrong order; the target runs held replays in "
+          "transno order (a replay of a committed transaction runs at once)",
           ["RCV-ORDER-1", "RCV-REPLAY-1", "RCV-STATE-1"],
           ["RULES TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request, check_for_next_transno"],
           needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
+    c1 = s.connect("c1", replay_create=True)
     s.connect("c2", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create (c1)")
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create (c1)", c1)
     first = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime 10 (c1)", MD["FLMTIME"], o_mtime=10)
     second = _transaction(s, "c2", "OST_SETATTR", 1, "setattr mtime 20 (c2)", MD["FLMTIME"], o_mtime=20)
     s.op("restart")
     s.connect("c2", recovering=True)
     s.connect("c1", recovering=True)
-    s.replay("c2", second)                 # the higher transno arrives first: it must wait
+    s.replay("c2", second)                 # the higher transno arrives first: held if it was lost
     s.replay("c1", create)
-    s.replay("c1", first)
+    r_first = s.replay("c1", first)
     s.done("c1")
     s.done("c2")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(mtime=20, requirement="RCV-ORDER-1"), "getattr: c2's later setattr won")
+    s.getattr("c1", 1, fresh(mtime=20), "getattr: c1 did not replay its setattr (seen committed): c2's stands",
+              requirement="RCV-STATE-1", cond={"if_outcome": {"step": r_first, "outcome": ["skipped"]}})
+    s.getattr("c1", 1, fresh(mtime=20), "getattr: both were lost and replayed in transno order: c2's later one won",
+              requirement="RCV-ORDER-1", cond={"if_outcome": {"step": r_first, "outcome": ["expected"]}, "if_lost": first})
+    s.getattr("c1", 1, AnyOf([("reconstructed", model.getattr_expect(fresh(mtime=20), "RCV-REPLAY-1")),
+                              ("ran-again", model.getattr_expect(fresh(mtime=10), "RCV-REPLAY-1"))]),
+              "getattr: c1 replayed a committed setattr: run again (Lustre's OST), or answered from a saved reply",
+              cond={"if_outcome": {"step": r_first, "outcome": ["expected"]}, "if_committed": first})
 
 
 @scenario("recovery.client-never-returns", "a client that never comes back is evicted when recovery ends; the others' replays stand",
@@ -435,24 +713,25 @@ def _(s):
           ["RULES TRANSNO-7", "ldlm_lib.c: target_recovery_overseer (eviction of stale clients)"],
           needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
-    s.connect("c2", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create 1 (c1)")
+    c1 = s.connect("c1", replay_create=True)
+    c2 = s.connect("c2", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr gid (c1)", MD["FLGID"], o_gid=9)
-    create2 = _transaction(s, "c2", "OST_CREATE", 2, "create 2 (c2)")
+    create2 = _rc_create(s, "c2", 2, "create 2 (c2)", c2)
     s.op("restart")
     s.connect("c1", recovering=True)
-    s.replay("c1", create)
-    s.replay("c1", setattr_)
+    for n in (create, setattr_):
+        r = s.replay("c1", n)           # a lost change is held while c2 may still come back
+        s.op("expire_recovery", if_outcome={"step": r, "outcome": "waiting"})    # c2 is evicted, it runs
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(gid=9, requirement="RCV-STATE-1"), "getattr: c1's replays stand")
-    s.body("c1", "OST_GETATTR", 2, reply("ENOENT", requirement="RCV-STATE-1", why="c2's uncommitted create is gone"),
-           "getattr 2: lost with c2", cond={"if_lost": create2})
-    s.body("c1", "OST_GETATTR", 2, getattr_expect(requirement="RCV-STATE-1"), "getattr 2: committed before the restart",
-           cond={"if_committed": create2})
-    c2 = s.clients["c2"]
-    s.send("c2", c2.request("OBD_PING"), err("ENOTCONN", "TGT-CONN-2", "c2 was evicted at the end of recovery"),
+    s.getattr("c1", 1, fresh(gid=9, mode=0o5666), "getattr: c1's replays stand", requirement="RCV-STATE-1")
+    s.getattr("c1", 2, None, "getattr 2: lost with c2", requirement="RCV-STATE-1", cond={"if_lost": create2})
+    s.getattr("c1", 2, fresh(), "getattr 2: committed before the restart", requirement="RCV-STATE-1",
+              cond={"if_committed": create2})
+    c = s.clients["c2"]
+    s.send("c2", c.request("OBD_PING"), err("ENOTCONN", "TGT-CONN-2", "c2 was evicted at the end of recovery"),
            "c2 comes back too late")
 
 
@@ -460,86 +739,225 @@ def _(s):
           ["RCV-FILTER-1", "RCV-CONN-1"], ["RULES OPC-4, CONN-8", "tgt_handler.c: tgt_filter_recovery_request",
                                          "ldlm_lib.c: target_handle_connect"], needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create")
+    c1 = s.connect("c1", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create", c1)
     s.op("restart")
     s.connect("c1", recovering=True)
-    c1 = s.clients["c1"]
-    s.send("c1", c1.request("OST_GETATTR", [ost_body(1)]), err("EAGAIN", "RCV-FILTER-1", "GETATTR during recovery"), "getattr")
-    s.send("c1", c1.request("OST_STATFS"), err("EAGAIN", "RCV-FILTER-1", "STATFS during recovery"), "statfs")
+    s.body("c1", "OST_GETATTR", 1, err("EAGAIN", "RCV-FILTER-1", "GETATTR during recovery"), "getattr")
+    c = s.clients["c1"]
+    s.send("c1", c.request("OST_STATFS"), err("EAGAIN", "RCV-FILTER-1", "STATFS during recovery"), "statfs")
     c3 = s.client("c3")
     s.send("c3", c3.connect(), err("EBUSY", "RCV-CONN-1", "a new client during recovery"), "a new client connects")
     s.replay("c1", create)
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(), "getattr after recovery")
+    s.getattr("c1", 1, fresh(), "getattr after recovery")
 
 
-@scenario("recovery.claimed-transno", "a replay whose transno another client already replayed is dropped",
-          ["RCV-CLAIMED-1"], ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request"],
-          needs=("target", "restart"))
+@scenario("recovery.claimed-transno", "a replay of a transno another client's replay already ran with runs too "
+          "(it is below the next expected transno)", ["RCV-CLAIMED-1"],
+          ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request"], needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
+    c1 = s.connect("c1", replay_create=True)
     s.connect("c2", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create (c1)")
-    setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr (c1)", MD["FLUID"], o_uid=3)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create (c1)", c1)
+    setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid 3 (c1)", MD["FLUID"], o_uid=3)
     s.op("restart")
     s.connect("c1", recovering=True)
     s.connect("c2", recovering=True)
     s.replay("c1", create)
-    s.replay("c1", setattr_)
+    r = s.replay("c1", setattr_)
     c2 = s.clients["c2"]
-    msg_buf = ost_body(1, MD["FLUID"], o_uid=4)
-    s.send("c2", c2.request("OST_SETATTR", [msg_buf], flags=C("MSG_REPLAY")), dropped("transno claimed by c1"),
-           "c2 replays c1's transno", transno_from=setattr_, if_uncommitted=setattr_)
+    claim = c2.request("OST_SETATTR", [ost_body(2, MD["FLUID"], o_uid=4)], flags=C("MSG_REPLAY"))
+    ran = Expect(type=REPLY_T, status=0, transno="any", requirement="RCV-CLAIMED-1",
+                 why="the first claimant's reply came before: the transno is below the next expected one, so it runs")
+    claims = [s.send("c2", claim, ran, f"c2 replays c1's transno ({why})", transno_from=setattr_, oid=s.obj(1),
+                     if_outcome={"step": r, "outcome": [outcome]})
+              for outcome, why in (("expected", "after c1's replay ran"), ("skipped", "c1 saw it committed"))]
     s.done("c1")
     s.done("c2")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(uid=3, requirement="RCV-CLAIMED-1"), "getattr: c1's setattr, not c2's claim")
+    for n in claims:
+        s.getattr("c1", 1, fresh(uid=4, mode=0o3666), "getattr: c2's replay ran last", requirement="RCV-CLAIMED-1",
+                  cond={"if_outcome": {"step": n, "outcome": ["expected"]}})
+    s.getattr("c1", 1, fresh(uid=3, mode=0o3666), "getattr: c2 did not claim (c1's replay was still held)",
+              requirement="RCV-STATE-1", cond={"if_outcome": [{"step": n, "outcome": "skipped"} for n in claims]})
+
+
+@scenario("recovery.claimed-transno-queued", "a replay of a transno another client's replay holds in the queue is "
+          "dropped (or, if that one already left the queue, runs); never answered later", ["RCV-CLAIMED-1"],
+          ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request, target_exp_enqueue_req_replay"],
+          needs=("target", "restart"))
+def _(s):
+    c1 = s.connect("c1", replay_create=True)
+    s.connect("c2", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create (c1)", c1)
+    t1 = _transaction(s, "c2", "OST_SETATTR", 1, "setattr mtime 5 (c2)", MD["FLMTIME"], o_mtime=5)
+    t2 = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid 3 (c1)", MD["FLUID"], o_uid=3)
+    s.op("restart")
+    s.connect("c1", recovering=True)
+    s.connect("c2", recovering=True)
+    s.replay("c1", create)
+    s.replay("c1", t2)                   # held when lost: c2's lower transno comes first
+    c2 = s.clients["c2"]
+    claim = c2.request("OST_SETATTR", [ost_body(2, MD["FLUID"], o_uid=4)], flags=C("MSG_REPLAY"))
+    s.send("c2", claim, AnyOf([
+        ("dropped", Expect(reply=False, requirement="RCV-CLAIMED-1", why="c1's replay of this transno is queued")),
+        ("ran", Expect(type=REPLY_T, status=0, transno="any", requirement="RCV-CLAIMED-1",
+                       why="c1's replay had left the queue"))]),
+        "c2 replays the transno c1's queued replay holds", transno_from=t2, oid=s.obj(1), if_lost=t1)
+    s.replay("c2", t1)
+    s.done("c1")
+    s.done("c2")
+    s.op("end_recovery")
+    s.getattr("c1", 1, fresh(uid=3, mtime=5, mode=0o3666), "getattr: c1's setattr ran last (a claim that ran ran first)",
+              requirement="RCV-CLAIMED-1")
 
 
 @scenario("recovery.vbr-mismatch", "a replayed setattr whose pre-version differs from the object's version gets REPLY -EOVERFLOW",
-          ["RCV-VBR-1"], ["RULES TRANSNO-9", "ofd_dev.c: ofd_version_get_check"], needs=("target", "restart"))
+          ["RCV-VBR-1"], ["RULES TRANSNO-9", "ofd_objects.c: ofd_version_get_check"], needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create")
+    c1 = s.connect("c1", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create", c1)
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr", MD["FLUID"], o_uid=8)
     s.op("restart")
     s.connect("c1", recovering=True)
     s.replay("c1", create)
-    s.replay("c1", setattr_, Expect(type=REPLY_T, status=-spec_errno("EOVERFLOW"), transno="zero",
-                                    requirement="RCV-VBR-1", why="pb_pre_versions[0] 0xdead0000 is not the object's version"),
-             pre_version=0xDEAD0000)
+    c = s.clients["c1"]
+    orig = s.steps[setattr_ - 1]
+    from ptlrpc_conformance.harness.ost import wire
+    msg = wire.parse(orig.request, "request")
+    req = c.request("OST_SETATTR", msg.buffers[1:], xid=orig.xid, flags=C("MSG_REPLAY"), pre_versions=(0xDEAD0000, 0, 0, 0))
+    s.send("c1", req, Expect(type=REPLY_T, status=-spec_errno("EOVERFLOW"), transno="zero", requirement="RCV-VBR-1",
+                             why="pb_pre_versions[0] 0xdead0000 is not the object's version"),
+           "replay of the setattr with a wrong pre-version", later=True, transno_from=setattr_, oid=s.obj(1),
+           if_uncommitted=setattr_)
     s.op("end_recovery")
-    c1 = s.clients["c1"]
-    s.send("c1", c1.request("OBD_PING"), err("ENOTCONN", "RCV-VBR-1", "a client whose replay failed VBR is evicted"),
+    s.send("c1", c.request("OBD_PING"), err("ENOTCONN", "RCV-VBR-1", "a client whose replay failed VBR is evicted"),
            "ping after recovery")
     s.live.discard("c1")
     s.connect("c1")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(requirement="RCV-VBR-1"), "getattr: the mismatched setattr did not run",
-           cond={"if_lost": setattr_})
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(uid=8, requirement="RCV-STATE-1"),
-           "getattr: the setattr was committed before the restart",
-           cond={"if_committed": setattr_})
+    s.getattr("c1", 1, fresh(), "getattr: the mismatched setattr did not run", requirement="RCV-VBR-1",
+              cond={"if_lost": setattr_})
+    s.getattr("c1", 1, fresh(uid=8, mode=0o3666), "getattr: the setattr was committed before the restart",
+              requirement="RCV-STATE-1", cond={"if_committed": setattr_})
 
 
-@scenario("recovery.committed-survives", "what OST_SYNC committed survives a restart with nothing to replay",
-          ["RCV-STATE-1"], ["RULES TRANSNO-5, TRANSNO-6", "ofd_dev.c: ofd_sync_hdl"], needs=("target", "restart"))
+@scenario("recovery.vbr-version", "an object's version is the transno of its last size change (a punch), not of a "
+          "setattr of times: a replay carrying that version runs", ["RCV-VBR-1"],
+          ["ofd_objects.c: ofd_version_get_check, ofd_object_punch, ofd_attr_set", "ofd_trans.c: ofd_trans_start"],
+          needs=("target", "restart"))
 def _(s):
-    s.connect("c1", replay_create=True)
-    create = _transaction(s, "c1", "OST_CREATE", 1, "create")
+    c1 = s.connect("c1", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create", c1)
+    punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 10: the version becomes its transno", SIZE_BITS,
+                         o_size=10, o_blocks=EOF)
+    times = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime: the version stays", MD["FLMTIME"], o_mtime=7)
+    last = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid", MD["FLUID"], o_uid=6)
+    s.op("restart")
+    s.connect("c1", recovering=True)
+    for n in (create, punch, times):
+        s.replay("c1", n)
+    s.replay("c1", last, Expect(type=REPLY_T, status=0, transno="any", requirement="RCV-VBR-1",
+                                why="its pre-version is the punch's transno: the object's version"),
+             pre_version_from=punch)
+    s.done("c1")
+    s.op("end_recovery")
+    s.getattr("c1", 1, fresh(size=10, mtime=7, uid=6, mode=0o3666), "getattr: every change is there",
+              requirement="RCV-STATE-1")
+
+
+@scenario("recovery.committed-survives", "changes a client has not seen committed are replayed, and the others "
+          "survive the restart without a replay (OST_SYNC guarantees nothing)", ["RCV-STATE-1"],
+          ["RULES TRANSNO-5, TRANSNO-6", "ofd_dev.c: ofd_sync_hdl", "tgt_handler.c: tgt_sync"],
+          needs=("target", "restart"))
+def _(s):
+    c1 = s.connect("c1", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create", c1)
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid and mtime", MD["FLUID"] | MD["FLMTIME"], o_uid=31,
                             o_mtime=1234)
-    punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 4000", MD["FLSIZE"] | MD["FLBLOCKS"], o_size=4000, o_blocks=EOF)
-    s.body("c1", "OST_SYNC", 1, ok(why="sync: commits everything"), "sync")
+    punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 4000", SIZE_BITS, o_size=4000, o_blocks=EOF)
+    s.body("c1", "OST_SYNC", 1, ok(why="sync: it may commit, the suite counts on nothing"), "sync")
     s.op("restart")
     s.connect("c1", recovering=True)
     for n in (create, setattr_, punch):
         s.replay("c1", n)           # skipped: a client does not replay what it knows committed
     s.done("c1")
     s.op("end_recovery")
-    s.body("c1", "OST_GETATTR", 1, getattr_expect(size=4000, uid=31, mtime=1234, requirement="RCV-STATE-1"),
-           "getattr: the synced changes survived")
+    s.getattr("c1", 1, fresh(size=4000, uid=31, mtime={1234, 0}, mode=0o3666),
+              "getattr: every change, replayed or committed", requirement="RCV-STATE-1")
+
+
+@scenario("recovery.replay.committed-runs-again", "a replay of a transaction the target had committed runs again "
+          "(a destroy gets -ENOENT) or is answered from its saved reply, never a mix", ["RCV-REPLAY-1", "RCV-STATE-1"],
+          ["ldlm_lib.c: target_queue_recovery_request (below the next expected transno: runs at once)",
+           "tgt_lastrcvd.c: tgt_last_rcvd_update"], needs=("target", "restart"))
+def _(s):
+    c1 = s.connect("c1", replay_create=True)
+    s.connect("c2", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
+    create2 = s.body("c1", "OST_CREATE", 2, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "create 2 (c1)")
+    destroy = _transaction(s, "c1", "OST_DESTROY", 1, "destroy 1 (c1), its last request")
+    later = [_transaction(s, "c2", "OST_SETATTR", 2, f"setattr mtime {i} of 2 (c2): the destroy may commit meanwhile, "
+                          "c1 is not told", MD["FLMTIME"], o_mtime=i) for i in (1, 2, 3)]
+    s.op("restart")
+    s.connect("c1", recovering=True)
+    s.connect("c2", recovering=True)
+    s.replay("c1", create)
+    s.replay("c1", create2)
+    both = AnyOf([("ran-again", reply("ENOENT", "zero", requirement="RCV-REPLAY-1", why="run again: the object is gone")),
+                  ("reconstructed", reply(0, "nonzero", requirement="RCV-REPLAY-1", why="the saved reply"))])
+    v1 = s.replay("c1", destroy, both, if_committed=destroy)
+    v2 = s.replay("c1", destroy, reply(0, "nonzero", requirement="RCV-REPLAY-1", why="a lost destroy replayed: it runs"),
+                  if_lost=destroy)
+    s.replay("c1", destroy, both, if_outcome=[{"step": v1, "outcome": "skipped"}, {"step": v2, "outcome": "skipped"}])
+    for n in later:
+        s.replay("c2", n)
+    s.done("c1")
+    s.done("c2")
+    s.op("end_recovery")
+    s.getattr("c1", 1, None, "getattr 1: destroyed, once or twice", requirement="RCV-STATE-1")
+    s.getattr("c1", 2, fresh(mtime=3), "getattr 2: c2's setattrs", requirement="RCV-STATE-1")
+
+
+@scenario("recovery.change-during-recovery", "a change served at once during recovery takes a transno above the "
+          "commit point (it may repeat a lost one); the replays still run with their own",
+          ["TGT-TRANSNO-1", "RCV-REPLAY-1", "RCV-STATE-1"],
+          ["ldlm_lib.c: target_queue_recovery_request (requests without a transno are not queued)",
+           "tgt_lastrcvd.c: tgt_last_rcvd_update, tgt_server_data_init"], needs=("target", "restart"))
+def _(s):
+    c1 = s.connect("c1", replay_create=True)
+    s.connect("c2", replay_create=True)
+    s.probe("c1")
+    create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
+    create2 = s.body("c2", "OST_CREATE", 2, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "create 2 (c2)")
+    t = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime 3 (c1)", MD["FLMTIME"], o_mtime=3)
+    s.op("restart")
+    s.connect("c1", recovering=True)
+    s.connect("c2", recovering=True)
+    s.replay("c1", create)
+    r2 = s.replay("c2", create2)
+    # once object 2 exists again (its create committed, or its replay answered): a change of
+    # c2's that is not a replay, served at once
+    change = s.body("c2", "OST_SETATTR", 2, ok("nonzero", why="a change served at once during recovery"),
+                    "setattr gid 4 of object 2 (c2, not a replay)", MD["FLGID"], o_gid=4,
+                    cond={"if_outcome": {"step": r2, "outcome": ["expected", "skipped"]}})
+    s.replay("c1", t)
+    s.done("c2")
+    s.done("c1")
+    s.op("end_recovery")
+    s.getattr("c1", 1, fresh(mtime=3), "getattr 1: c1's setattr", requirement="RCV-STATE-1")
+    s.getattr("c1", 2, fresh(gid=4, mode=0o5666), "getattr 2: c2's change during recovery", requirement="RCV-STATE-1",
+              cond={"if_outcome": {"step": change, "outcome": "expected"}})
+    s.getattr("c1", 2, fresh(), "getattr 2: no change was made", requirement="RCV-STATE-1",
+              cond={"if_outcome": {"step": change, "outcome": "skipped"}})
 
 
 def make_text(_spec) -> str:

@@ -1,6 +1,7 @@
-"""The reference target's settings: the behaviour docs/target-rules.md describes (the
-defaults), and the bug switches, each of which turns the target into one realistic broken
-target (the mutant zoo and the project's tests use them; the target itself only reads them)."""
+"""The reference target's settings: the behaviour of a Lustre 2.17.57 OST as its code reads
+(the defaults), and the bug switches, each of which turns the target into one realistic
+broken target (the mutant zoo and the project's tests use them; the target itself only reads
+them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -16,21 +17,53 @@ def names_to_mask(names) -> int:
     return mask
 
 
+# OST_CONNECT_SUPPORTED (include/uapi/linux/lustre/lustre_idl.h): the flags
+# ofd_parse_connect_data keeps of those a client asks for.  OBD_CONNECT_RDONLY and
+# OBD_CONNECT_TRANSNO are not among them, so no OST export is ever read-only.
+OST_CONNECT_SUPPORTED = names_to_mask("OBD_CONNECT_" + n for n in (
+    "SRVLOCK", "GRANT", "VERSION", "INDEX", "BRW_SIZE", "CANCELSET", "AT", "LRU_RESIZE", "CKSUM", "VBR",
+    "MDS", "SKIP_ORPHAN", "GRANT_SHRINK", "FULL20", "64BITHASH", "MAXBYTES", "MAX_EASIZE", "EINPROGRESS",
+    "JOBSTATS", "LIGHTWEIGHT", "LVB_TYPE", "LAYOUTLOCK", "FID", "PINGLESS", "LFSCK", "BULK_MBITS",
+    "GRANT_PARAM", "SHORTIO", "FLAGS2", "HPREQ_CHECK1"))
+OST_CONNECT_SUPPORTED2 = names_to_mask("OBD_CONNECT2_" + n for n in (
+    "LOCKAHEAD", "INC_XID", "ENCRYPT", "LSEEK", "REP_MBITS", "REPLAY_CREATE", "UNALIGNED_DIO",
+    "LOCK_CONTENTION"))
+OBD_CONNECT_RDONLY = spec.constant("OBD_CONNECT_RDONLY")
+
+
+def _reference_flags() -> int:
+    """The flags the reference grants when asked: spec/target.yaml's reference_connect_flags
+    within OST_CONNECT_SUPPORTED (that list still names RDONLY and TRANSNO, which an OST never
+    grants)."""
+    return names_to_mask(spec.target()["reference_connect_flags"]) & OST_CONNECT_SUPPORTED
+
+
+def _reference_flags2() -> int:
+    return names_to_mask(spec.target()["reference_connect_flags2"]) & OST_CONNECT_SUPPORTED2
 
 
 @dataclass(frozen=True)
 class TargetConfig:
-    """How the reference target behaves.  The defaults follow docs/target-rules.md; every
-    setting below "bugs" turns the target into one realistic broken target."""
+    """How the reference target behaves.  The defaults follow Lustre 2.17.57's OST (ofd on
+    ldiskfs) as its code reads; every setting below "bugs" turns the target into one realistic
+    broken target."""
 
     target_uuid: str = field(default_factory=lambda: spec.target()["target_uuid"])
-    transno_start: int = 1 << 32          # the first transno issued (§8)
-    commit_lag: int = 2                   # a transaction commits once this many newer transnos exist (§8)
+    transno_start: int = 1 << 32          # the first transno issued
+    commit_lag: int = 2                   # a transaction commits once this many newer transnos exist
     cookie_start: int = 0x7E57_0000_0000_0001
-    connect_flags: int = field(default_factory=lambda: names_to_mask(spec.target()["reference_connect_flags"]))
-    connect_flags2: int = field(default_factory=lambda: names_to_mask(spec.target()["reference_connect_flags2"]))
+    connect_flags: int = field(default_factory=_reference_flags)
+    connect_flags2: int = field(default_factory=_reference_flags2)
     codec_config: CodecConfig | None = None
     struct_config: StructConfig | None = None
+    # OST_CREATE (ofd_create_hdl): objects per precreate transaction (ofd_precreate_batch;
+    # Lustre's default OBJ_SUBDIR_COUNT * 4), and the sequence width the reply's o_size
+    # carries (lcs_width; LUSTRE_DATA_SEQ_MAX_WIDTH by default)
+    precreate_batch: int = 128
+    seq_width: int = 0x1FFFFFF
+
+    # ---- not bugs: behaviours a conforming target may choose ----------------------------
+    grant_rdonly: bool = False            # grants OBD_CONNECT_RDONLY when asked (an MDT does) and enforces it
 
     # ---- bugs: transnos and commits --------------------------------------------------
     transno_reuse: bool = False           # the counter is not incremented: a transno is issued twice
@@ -38,12 +71,16 @@ class TargetConfig:
     transno_on_failure: bool = False      # a failed transaction (SETATTR -ENOENT, ...) still gets a transno
     last_committed_backwards: bool = False  # every other reply reports an older last_committed
     last_committed_ahead: bool = False    # last_committed is above the highest transno issued
-    # ---- bugs: reply types -------------------------------------------------------------
+    # ---- bugs: reply types and check order -------------------------------------------------
     handler_errors_as_err: bool = False   # a handler's failure status is sent as ERR instead of REPLY
-    early_rejections_as_reply: bool = False  # rows 5-15 of §2 are sent as REPLY instead of ERR
+    early_rejections_as_reply: bool = False  # the early rejections (ERR rows) are sent as REPLY instead
     reply_to_undecodable: bool = False    # an undecodable request gets an ERR instead of being dropped
     err_status_positive: bool = False     # ERR replies carry a positive status
     handle_in_replies: bool = False       # every reply carries the export cookie in pb_handle
+    timeout_drop_first: bool = False      # the pb_timeout 0 drop runs before ptlrpc_check_req's checks
+    # ---- bugs: read-only exports -----------------------------------------------------------
+    honour_ungranted_rdonly: bool = False  # a client that asked for RDONLY is refused -EROFS though not granted it
+    rdonly_unenforced: bool = False       # (with grant_rdonly) the granted RDONLY is not enforced
     # ---- bugs: resends, replays, connections ---------------------------------------------
     save_replies: bool = True             # False: no saved replies, a resend is executed again
     replay_outside_recovery: bool = False  # a replay outside recovery is executed instead of ERR -ENODEV
@@ -57,10 +94,18 @@ class TargetConfig:
     busy_new_clients: bool = True         # False: a new client is let in during recovery (no -EBUSY)
     recovery_filter: bool = True          # False: every opcode is served during recovery (no -EAGAIN)
     vbr_check: bool = True                # False: replays run whatever their pb_pre_versions say
-    drop_claimed: bool = True             # False: a replay of a transno another client claimed runs
+    version_on_every_change: bool = False  # every change (not only size changes) sets the object's VBR version
+    drop_claimed: bool = True             # False: a replay whose transno a still-queued replay holds is queued too
+    claimed_always_dropped: bool = False  # a replay of a transno another client already replayed is dropped (not run)
+    replay_skips_committed: bool = False  # a replay of a committed transaction is answered from its saved reply, not run
     # ---- bugs: handlers ----------------------------------------------------------------
     setattr_ignores_valid: bool = False   # SETATTR applies every attribute field, whatever o_valid says
     punch_requires_size_blocks: bool = True  # False: PUNCH without FLSIZE|FLBLOCKS is accepted
+    create_eexist: bool = False           # CREATE creates only the id it names, -EEXIST if it exists
+    create_applies_attrs: bool = False    # CREATE gives the new object the attributes the request carries
+    zeroed_objects: bool = False          # a new object's permission bits are 0, not 07666
+    uid_keeps_suid: bool = False          # a uid change does not clear S_ISUID
+    punch_sets_ids: bool = False          # PUNCH applies uid/gid/projid as SETATTR does (is_setattr rule)
     # ---- bugs: recovery ----------------------------------------------------------------
     replay_new_transno: bool = False      # a replay is answered with a new transno instead of its own
     replay_in_transno_order: bool = True  # False: replays run as they arrive

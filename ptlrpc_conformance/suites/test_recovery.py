@@ -1,20 +1,33 @@
 """Recovery (docs/target-rules.md §7): a stateful Hypothesis suite that restarts the target
 at random points.
 
-Three clients (all with OBD_CONNECT2_REPLAY_CREATE, so that every change has a transno)
-create, change and destroy objects and keep their replay lists as a Lustre client does
-(TRANSNO-6: a request whose transno is above the last committed value it was sent stays
-on the list; the rest are dropped).  At a random point the target restarts; some clients
-come back, reconnect and replay in an interleaving Hypothesis chooses, the others never
-come back.  Afterwards every object is read back and must be what the committed changes
-plus the replayed ones make — nothing else (RCV-STATE-1).  Transactions commit in transno
-order, so the target's commit point C lies between the highest last-committed value any
+Three clients (all asking for OBD_CONNECT2_REPLAY_CREATE, so that creates take transnos where
+the target grants it) create, change and destroy objects and keep their replay lists as a
+Lustre client does (TRANSNO-6: a request whose transno is above the last committed value it
+was sent stays on the list; the rest are dropped).  At a random point the target restarts;
+some clients come back, reconnect, maybe one makes a change that is served at once during
+recovery, and they replay — one outstanding replay per client, none after its
+MSG_REQ_REPLAY_DONE — in an interleaving Hypothesis chooses; the others never come back.
+Afterwards every object is read back and must be what the rules allow (RCV-STATE-1):
+
+- the changes at or below the target's commit point C, in transno order (a create without a
+  transno survives when a later transno is committed, and may or may not otherwise);
+- then, in the order the target ran them (the order their replies came; held replays of one
+  batch in transno order): every replay of a lost change, every change served during
+  recovery, and every replay of a change that was committed although its client had not
+  been told — run again (Lustre's OST) or answered from a saved reply;
+- nothing else.
+
+Transactions commit in transno order, so C lies between the highest last-committed value any
 client was told and the highest transno issued; a target that reports its commit point in
-`restart`'s result is judged on exactly that point, otherwise every such C is tried.
+`restart`'s result is judged on exactly that point, otherwise every such C is tried.  Every
+reply's status must agree with the candidate state it ran on.  A second restart waits until
+a client has been told that a transaction of the new epoch committed (so everything before
+it is on stable storage).
 """
 from __future__ import annotations
 
-import copy
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import strategies as st
@@ -22,26 +35,55 @@ from hypothesis.stateful import initialize, rule
 
 from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
 from ptlrpc_conformance.harness.data.registry import case_aliases
-from ptlrpc_conformance.harness.ost import wire
-from ptlrpc_conformance.harness.ost.session import Obj, Session
-from ptlrpc_conformance.harness.ost.client import ATTRS, EOF, MD, C, Expect, ost_body, reply
+from ptlrpc_conformance.harness.ost import model, wire
+from ptlrpc_conformance.harness.ost.client import (EOF, MAX_ID, MAX_TIME, MD, AnyOf, C, Expect, err, ost_body,
+                                                   reply, reply_object_id)
+from ptlrpc_conformance.harness.ost.model import State
+from ptlrpc_conformance.harness.ost.session import Session
 
 REQUIREMENTS = ["RCV-CONN-1", "RCV-REPLAY-1", "RCV-ORDER-1", "RCV-EPOCH-1", "RCV-STATE-1", "TGT-TRANSNO-1",
                 "TGT-TRANSNO-3", "TGT-CONN-2"]
 CLIENTS = ("r1", "r2", "r3")
-OIDS = st.integers(1, 3)
 KINDS = ("create", "setattr", "punch", "destroy")
+PICK = st.integers(0, 1 << 16)
+MAX_CANDIDATES = 4096
+
+
+@dataclass
+class Change:
+    """A change the target ran with status 0: its transno (0: a create without one, a local
+    transaction), who sent it, and what it did."""
+    transno: int
+    client: str
+    xid: int
+    opc: str
+    oid: int
+    valid: int
+    fields: dict
+    reply_id: int | None = None          # a create's reply id
+    prev: int = 0                        # the highest transno issued before it (a create's batches come after)
+
+
+@dataclass
+class Ran:
+    """A request run during recovery: a replay of `change`, or a change served at once."""
+    change: Change
+    replay: bool
+    status: int
+    transno: int
+    batch: int
+    reply_id: int | None = None
 
 
 class RecoveryMachine(BudgetedMachine):
     def __init__(self):
         super().__init__()
         self.s = Session(self.adapter)
-        # (transno, client, opc, oid, valid, fields) of every change since the last full commit
-        self.log: list[tuple] = []
-        self.base: dict[int, Obj] = {}          # the state every change in `log` applies to
-        self.replay: dict[str, list[tuple]] = {n: [] for n in CLIENTS}   # (transno, xid, opc, oid, valid, fields)
+        self.log: list[Change] = []              # every change since `base`, in the order issued
+        self.base = State()                      # the durable state every change in `log` applies to
+        self.replay: dict[str, list[Change]] = {n: [] for n in CLIENTS}
         self.restarts = 0
+        self.settle_floor = 0                    # a restart waits until a client was told a commit above it
         if not self.idle:
             self.s.reset()
 
@@ -56,50 +98,68 @@ class RecoveryMachine(BudgetedMachine):
             self.s.connect(self.c(name))
 
     # -- changes and reads --------------------------------------------------------------------
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS, kind=st.sampled_from(KINDS), value=st.integers(1, 1 << 20))
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK, kind=st.sampled_from(KINDS), value=st.integers(1, 1 << 20),
+          more=st.integers(1, 2))
     @budgeted
-    def change(self, name, oid, kind, value):
+    def change(self, name, pick, kind, value, more):
         c = self.c(name)
         if not c.connected:
             self.s.connect(c)
+        last = self.s.state.last_id
+        if kind == "create":
+            oid = 1 if last is None else last + more
+        else:
+            ids = self.s.modelled_ids()
+            if not ids:
+                return
+            oid = ids[pick % len(ids)]
         opc, valid, fields = {
             "create": ("OST_CREATE", 0, {}),
-            "setattr": ("OST_SETATTR", MD["FLUID"] | MD["FLMTIME"], {"o_uid": value, "o_mtime": value * 7}),
+            "setattr": ("OST_SETATTR", MD["FLUID"] | MD["FLMTIME"], {"o_uid": value % MAX_ID, "o_mtime": value * 7}),
             "punch": ("OST_PUNCH", MD["FLSIZE"] | MD["FLBLOCKS"], {"o_size": value, "o_blocks": EOF}),
             "destroy": ("OST_DESTROY", 0, {}),
         }[kind]
+        prev = self.s.checker.max_transno
         xid, _, n, rep = self.s.body_op(c, opc, oid, valid, **fields)
-        if rep is not None and rep.body["pb_transno"]:
-            t = rep.body["pb_transno"]
-            self.log.append((t, name, opc, oid, valid, fields))
-            self.replay[name].append((t, xid, opc, oid, valid, fields))
+        if rep is not None and rep.body["pb_type"] == wire.REPLY and rep.status == 0:
+            ch = Change(rep.body["pb_transno"], name, xid, opc, oid, valid, fields,
+                        reply_object_id(rep) if opc == "OST_CREATE" else None, prev)
+            self.log.append(ch)
+            if ch.transno:
+                self.replay[name].append(ch)
         self._prune(name)
 
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
     @budgeted
-    def getattr(self, name, oid):
+    def getattr(self, name, pick):
         c = self.c(name)
+        ids = self.s.modelled_ids()
+        if not ids:
+            return
         if not c.connected:
             self.s.connect(c)
-        self.s.body_op(c, "OST_GETATTR", oid)
+        self.s.body_op(c, "OST_GETATTR", ids[pick % len(ids)])
         self._prune(name)
 
     def _prune(self, name):
         """TRANSNO-6: drop the requests the client now knows committed."""
         known = self.s.seen_committed.get(name, 0)
-        self.replay[name] = [r for r in self.replay[name] if r[0] > known]
+        self.replay[name] = [r for r in self.replay[name] if r.transno > known]
 
     # -- the restart ------------------------------------------------------------------------------
-    @rule(absent=st.sets(st.sampled_from(CLIENTS), max_size=2), order=st.permutations(CLIENTS))
+    @rule(absent=st.sets(st.sampled_from(CLIENTS), max_size=2), order=st.permutations(CLIENTS),
+          during=st.booleans(), pick=PICK, value=st.integers(1, MAX_ID), prune=st.booleans())
     @budgeted
-    def restart_and_recover(self, absent, order):
+    def restart_and_recover(self, absent, order, during, pick, value, prune):
+        """`prune`: the clients drop what their reconnect reply says committed (as Lustre's
+        do); without, they also replay transactions the target had committed (it must run
+        them again or answer them from saved replies)."""
         s = self.s
-        if self.restarts >= 2 or len(self.log) < 3:
+        told = max(s.seen_committed.values(), default=0)
+        if self.restarts >= 2 or len(self.log) < 3 or told <= self.settle_floor and self.restarts:
             return                  # a restart with changes behind it, at most twice a run
         self.restarts += 1
         remembered = [n for n in order if self.c(n).connected]
-        present = [n for n in remembered if n not in absent]
-        told = max(s.seen_committed.values(), default=0)
         issued = s.checker.max_transno
         point = s.restart()
         for n in CLIENTS:
@@ -107,17 +167,123 @@ class RecoveryMachine(BudgetedMachine):
         if point is not None and point < told:
             s.fail([f"RCV-STATE-1: the restart reports commit point {point:#x}, below {told:#x}, a last "
                     f"committed value a client was sent"])
-        for n in present:
+        # a client none of whose transactions is known committed may have been forgotten
+        # (its record was a local transaction: tgt_client_new)
+        def may_forget(n):
+            mine = [ch.transno for ch in self.log if ch.client == n and ch.transno] + \
+                   [ch.transno for ch in self.replay[n]]
+            return s.seen_committed.get(n, 0) == 0 and (point is None or all(t > point for t in mine))
+        present, gone = [], []
+        recovering = True
+        for n in (n for n in remembered if n not in absent):
             c = self.c(n)
             xid, data = c.connect()
-            s.send(c, xid, data, reply(0, requirement="RCV-CONN-1", handle="nonzero",
-                                       op_flags_all=C("MSG_CONNECT_RECOVERING") | C("MSG_CONNECT_REPLAYABLE"),
-                                       why="reconnect during recovery"), "reconnect (recovering)")
+            back = reply(0, requirement="RCV-CONN-1", handle="nonzero",
+                         op_flags_all=C("MSG_CONNECT_RECOVERING") | C("MSG_CONNECT_REPLAYABLE"),
+                         why="reconnect during recovery")
+            alts = [("remembered", back)]
+            if recovering and may_forget(n):
+                alts.append(("forgotten", err("EBUSY", "RCV-CONN-1", "a client with nothing committed may be forgotten")))
+                if not present and all(may_forget(m) for m in remembered):
+                    alts.append(("no-recovery", reply(0, requirement="RCV-CONN-1", handle="nonzero",
+                                                      op_flags_all=C("MSG_CONNECT_REPLAYABLE"),
+                                                      op_flags_none=C("MSG_CONNECT_RECOVERING"),
+                                                      why="no client remembered: no recovery, a new export")))
+            if not recovering:
+                alts = [("new", reply(0, requirement="RCV-CONN-1", handle="nonzero",
+                                      op_flags_all=C("MSG_CONNECT_REPLAYABLE"),
+                                      op_flags_none=C("MSG_CONNECT_RECOVERING") | C("MSG_CONNECT_RECONNECT"),
+                                      why="no recovery: a new export"))]
+            expect = AnyOf(alts) if len(alts) > 1 else alts[0][1]
+            s.send(c, xid, data, expect, "reconnect (recovering)")
+            outcome = s.judge.outcomes.get(len(s.steps))
+            if outcome == "forgotten":
+                gone.append(n)
+                continue
+            if outcome == "no-recovery":
+                recovering = False
+                s.judge.recovery_ended()
             c.connected = True
-            self._prune(n)          # the reconnect reply says what of this client's survived
-        # replays: one outstanding request per client, interleaved in `order`
-        queues = {n: sorted(self.replay[n]) for n in present}
-        replayed = {n: list(queues[n]) for n in present}
+            present.append(n)
+            if recovering and prune:
+                self._prune(n)      # the reconnect reply says what of this client's survived
+        ran: list[Ran] = []
+        replay_steps: dict[int, Change] = {}
+        if recovering:
+            if during and present:
+                self._during(present[0], pick, value, ran)
+            self._replay_all(present, replay_steps)
+            s.end_recovery()            # (recovery is over: nothing left to expire)
+        for n, ch in replay_steps.items():
+            rep = s.replies.get(n)
+            if rep is None:
+                continue                # dropped (evicted): it did not run
+            ran.append(Ran(ch, True, rep.status if rep.body["pb_type"] == wire.REPLY else None,
+                           rep.body["pb_transno"], s.judge.batch.get(n, n),
+                           reply_object_id(rep) if ch.opc == "OST_CREATE" else None))
+        candidates = self._candidates(point, told, issued, ran)
+        if not candidates:
+            s.fail(["RCV-STATE-1: no commit point explains the statuses the replays and the changes served during "
+                    "recovery got (" + ", ".join(f"{r.change.opc} transno {r.change.transno:#x}: {r.status}" for r in ran)
+                    + ")"])
+        # read every object back and compare with what the rules allow
+        reader = self.c(present[0]) if present else self.c(order[0])
+        if not reader.connected:
+            s.connect(reader)
+            reader.connected = True
+        ids = sorted({i for _, st_ in candidates for i in st_.objects} |
+                     {st_.last_id + 1 for _, st_ in candidates if st_.last_id is not None})
+        observed = {}
+        for oid in ids:
+            xid, data = reader.request("OST_GETATTR", [ost_body(oid)])
+            rep = s.send(reader, xid, data, Expect(type=wire.REPLY, status=None, transno="zero",
+                                                   requirement="RCV-STATE-1", why="read back after recovery"),
+                         "read back", oid=oid)
+            observed[oid] = model.observed(rep)
+        matches = [(cp, st_) for cp, st_ in candidates
+                   if all(model.same(st_.objects.get(oid), seen) for oid, seen in observed.items())]
+        if not matches:
+            shown = "\n".join(f"  commit point {cp:#x}: {_show(st_, ids)}" for cp, st_ in candidates[:6])
+            s.fail([f"RCV-STATE-1: after recovery the objects are {_show_seen(observed)}; what the committed, replayed "
+                    f"and recovery-time changes allow:\n{shown}"])
+        state = matches[0][1].copy()
+        for oid, seen in observed.items():
+            if seen is not None and oid in state.objects:
+                state.objects[oid] = model.resolve(state.objects[oid], seen)
+        if len({m[1].last_id for m in matches}) > 1:
+            state = State()             # LAST_ID not known: the next create tells it
+        s.state = state
+        self.base, self.log = state.copy(), []
+        for n in CLIENTS:               # absent and forgotten clients were evicted: a later connect is new
+            if n not in present:
+                self.replay[n] = []
+                self.c(n).unreplied.clear()
+        self.settle_floor = s.checker.epoch_floor
+
+    def _during(self, name: str, pick: int, value: int, ran: list) -> None:
+        """A change served at once during recovery (not a replay): a transno above the commit
+        point and the replays run so far; it may repeat a transno lost in the crash."""
+        s, c = self.s, self.c(name)
+        ids = s.modelled_ids()
+        if not ids:
+            return
+        oid = ids[pick % len(ids)]
+        xid, data = c.request("OST_SETATTR", [ost_body(oid, MD["FLGID"], o_gid=value)])
+        rep = s.send(c, xid, data, Expect(type=wire.REPLY, status=None, transno="any", requirement="RCV-STATE-1",
+                                          why="a change served at once during recovery"), "setattr during recovery",
+                     oid=oid)
+        if rep is None or rep.body["pb_type"] != wire.REPLY:
+            return
+        ch = Change(rep.body["pb_transno"], name, xid, "OST_SETATTR", oid, MD["FLGID"], {"o_gid": value})
+        ran.append(Ran(ch, False, rep.status, rep.body["pb_transno"], s.judge.batch.get(len(s.steps), len(s.steps))))
+        if rep.status == 0 and ch.transno:
+            self.replay[name].append(ch)
+
+    def _replay_all(self, present: list[str], replay_steps: dict[int, Change]) -> None:
+        """Replays (one outstanding request per client, interleaved in `present`'s order),
+        then each client's MSG_REQ_REPLAY_DONE and MSG_LOCK_REPLAY_DONE."""
+        s = self.s
+        queues = {n: sorted(self.replay[n], key=lambda ch: ch.transno) for n in present}
         stage = {n: 0 for n in present}        # 0 replaying, 1 REQ_REPLAY_DONE sent, 2 LOCK_REPLAY_DONE sent
         expiries = 0
         while True:
@@ -127,12 +293,13 @@ class RecoveryMachine(BudgetedMachine):
                 if any(k[0] == n for k in s.waiting) or stage[n] == 2:
                     continue
                 if queues[n]:
-                    t, xid, opc, oid, valid, fields = queues[n].pop(0)
-                    _, data = c.request(opc, [ost_body(oid, valid, **fields)], xid=xid, flags=C("MSG_REPLAY"),
-                                        transno=t)
-                    s.send(c, xid, data, Expect(type=wire.REPLY, status=None, transno="any",
-                                                requirement="RCV-REPLAY-1", why=f"replay of transno {t:#x}"),
-                           f"replay {opc} transno {t:#x}", later=True)
+                    ch = queues[n].pop(0)
+                    _, data = c.request(ch.opc, [ost_body(ch.oid, ch.valid, **ch.fields)], xid=ch.xid,
+                                        flags=C("MSG_REPLAY"), transno=ch.transno)
+                    s.send(c, ch.xid, data, Expect(type=wire.REPLY, status=None, transno="any",
+                                                   requirement="RCV-REPLAY-1", why=f"replay of transno {ch.transno:#x}"),
+                           f"replay {ch.opc} transno {ch.transno:#x}", later=True, oid=ch.oid)
+                    replay_steps[len(s.steps)] = ch
                 else:
                     flag = ("MSG_REQ_REPLAY_DONE", "MSG_LOCK_REPLAY_DONE")[stage[n]]
                     xid, data = c.request("OBD_PING", flags=C(flag))
@@ -142,92 +309,92 @@ class RecoveryMachine(BudgetedMachine):
             if progress:
                 continue
             if all(stage[n] == 2 for n in present) and not s.waiting:
-                break                   # every client is done: recovery is over
+                return                  # every client is done: recovery is over
             if expiries == 2:
                 s.fail(["RCV-ORDER-1: recovery is stuck: the clients wait for replies that never come "
                         f"({sorted(s.waiting)}) after two expiries of the recovery window"])
             s.expire_recovery()         # the window expires: the absent clients are evicted
             expiries += 1
-        s.end_recovery()                # (recovery is over: nothing left to expire)
-        # read every object back and compare with what the commit point allows
-        reader = self.c(present[0]) if present else self.c(order[0])
-        if not reader.connected:
-            s.connect(reader)
-        observed = {}
-        for oid in (1, 2, 3):
-            xid, data = reader.request("OST_GETATTR", [ost_body(oid)])
-            rep = s.send(reader, xid, data, Expect(type=wire.REPLY, status=None, transno="zero",
-                                                   requirement="RCV-STATE-1", why="read back after recovery"),
-                         "read back")
-            observed[oid] = _observed(rep)
-        candidates = self._candidates(point, told, issued, replayed)
-        match = next((state for _, state in candidates if _same(state, observed)), None)
-        if match is None:
-            shown = "\n".join(f"  commit point {cp:#x}: {_show(state)}" for cp, state in candidates[:6])
-            s.fail([f"RCV-STATE-1: after recovery the objects are {_show(observed)}; what the committed and "
-                    f"replayed changes allow:\n{shown}"])
-        s.objects = {oid: copy.deepcopy(obj) for oid, obj in match.items()}
-        # a sync commits everything; the model starts again from what was read back
-        c = reader
-        xid, data = c.request("OST_SYNC", [ost_body(1)])
-        s.send(c, xid, data, Expect(type=wire.REPLY, status=None, transno="zero", requirement="TGT-ERR-2",
-                                    why="sync after recovery"), "sync")
-        self.log, self.base = [], copy.deepcopy(s.objects)
-        self.replay = {n: [] for n in CLIENTS}     # absent clients were evicted: a later connect is new
 
-    def _candidates(self, point, told, issued, replayed):
-        """(commit point, object state) for every commit point the clients' knowledge allows."""
-        replay_set = {r[0] for rs in replayed.values() for r in rs}
+    def _candidates(self, point, told, issued, ran: list[Ran]) -> list[tuple[int, State]]:
+        """(commit point, object state) for every commit point and every choice the rules
+        leave to the target that agrees with the statuses the target answered."""
         if point is not None:
             points = [point]
         else:
-            points = sorted({told, issued} | {e[0] for e in self.log if told <= e[0] <= issued})
+            inside = {ch.transno - 1 for ch in self.log if ch.opc == "OST_CREATE" and ch.transno - 1 > ch.prev}
+            points = sorted({p for p in {told, issued} | {ch.transno for ch in self.log} | inside if told <= p <= issued})
         out = []
         for cp in points:
-            state = copy.deepcopy(self.base)
-            for t, _, opc, oid, valid, fields in sorted(self.log, key=lambda e: e[0]):
-                if t <= cp or t in replay_set:
-                    _apply(state, opc, oid, valid, fields)
-            out.append((cp, state))
-        return out
+            # the changes that survived the crash, in the order issued
+            states = [self.base.copy()]
+            for i, ch in enumerate(self.log):
+                if ch.transno:
+                    whole = ch.transno <= cp
+                    # a create takes a transno per batch and its reply carries the last: when the
+                    # commit point falls between, its first batches survive (any prefix of its ids)
+                    part = not whole and ch.opc == "OST_CREATE" and ch.prev < cp
+                else:           # a local create: it survives if a later transno is committed
+                    later = [x.transno for x in self.log[i + 1:] if x.transno]
+                    whole = bool(later) and min(later) <= cp
+                    part = not whole
+                nxt = []
+                for st_ in states:
+                    if whole:
+                        st2 = st_.copy()
+                        model.apply(st2, ch.opc, ch.oid, ch.valid, ch.fields, ch.reply_id)
+                        nxt.append(st2)
+                    elif part:
+                        last = st_.last_id
+                        top = ch.reply_id if ch.reply_id is not None else ch.oid
+                        for k in ([None] if last is None else range(last, max(last, top) + 1)):
+                            st2 = st_.copy()
+                            if k is None:
+                                model.apply(st2, ch.opc, ch.oid, ch.valid, ch.fields, ch.reply_id)
+                            elif k > last:
+                                model.create(st2, k, k)
+                            nxt.append(st2)
+                        if last is None:
+                            nxt.append(st_)
+                    else:
+                        nxt.append(st_)
+                states = _unique(nxt)[:MAX_CANDIDATES]
+            # then what ran during recovery, in the order it ran
+            order = sorted(ran, key=lambda r: (r.batch, 1 if r.replay and r.change.transno > cp else 0,
+                                               r.change.transno))
+            for r in order:
+                nxt = []
+                committed_replay = r.replay and r.change.transno <= cp
+                for st_ in states:
+                    st2 = st_.copy()
+                    status = model.apply(st2, r.change.opc, r.change.oid, r.change.valid, r.change.fields,
+                                         r.reply_id if r.reply_id is not None else r.change.reply_id)
+                    if status == r.status:
+                        nxt.append(st2)         # run (again)
+                    if committed_replay and r.status == 0 and r.transno == r.change.transno:
+                        nxt.append(st_)         # answered from a saved reply: not run again
+                states = _unique(nxt)[:MAX_CANDIDATES]
+            out += [(cp, st_) for st_ in states]
+        return out[:MAX_CANDIDATES]
 
 
-def _apply(state, opc, oid, valid, fields):
-    obj = state.get(oid)
-    if opc == "OST_CREATE":
-        if obj is None:
-            state[oid] = Obj()
-    elif obj is None:
-        return
-    elif opc == "OST_DESTROY":
-        del state[oid]
-    elif opc == "OST_PUNCH":
-        obj.size = fields["o_size"]
-    elif opc == "OST_SETATTR":
-        for attr, (fname, bit) in ATTRS.items():
-            if attr != "size" and valid & bit:
-                setattr(obj, attr, fields.get(fname, 0) & (0o7777 if attr == "mode" else ~0))
+def _unique(states: list[State]) -> list[State]:
+    seen, out = set(), []
+    for st_ in states:
+        key = repr((sorted(st_.objects.items()), st_.last_id, st_.floor))
+        if key not in seen:
+            seen.add(key)
+            out.append(st_)
+    return out
 
 
-def _observed(rep):
-    if rep is None or rep.body["pb_type"] != wire.REPLY or rep.status != 0:
-        return None
-    oa = rep.struct(1, "ost_body") or {}
-    return Obj(size=oa.get("oa.o_size", 0), atime=oa.get("oa.o_atime", 0), mtime=oa.get("oa.o_mtime", 0),
-               ctime=oa.get("oa.o_ctime", 0), mode=oa.get("oa.o_mode", 0) & 0o7777, uid=oa.get("oa.o_uid", 0),
-               gid=oa.get("oa.o_gid", 0))
+def _show(state: State, ids) -> str:
+    return "; ".join(f"{oid}: absent" if state.objects.get(oid) is None else f"{oid}: {state.objects[oid].show()}"
+                     for oid in ids)
 
 
-def _same(state, observed) -> bool:
-    return all(state.get(oid) == observed[oid] for oid in observed)
-
-
-def _show(state) -> str:
-    parts = []
-    for oid in (1, 2, 3):
-        o = state.get(oid)
-        parts.append(f"{oid}: absent" if o is None else f"{oid}: size {o.size} uid {o.uid} mtime {o.mtime}")
-    return "; ".join(parts)
+def _show_seen(observed) -> str:
+    return "; ".join(f"{oid}: absent" if o is None else f"{oid}: {o.show()}" for oid, o in observed.items())
 
 
 # parts of equal weight of one budget of examples, recovery.stateful.restart.1 ...

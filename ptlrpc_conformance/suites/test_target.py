@@ -2,12 +2,15 @@
 adapter, and the bundled scenario vectors.
 
 The stateful cases (parts of one budget of examples, fixtures/stateful.py) drive three
-clients — c1 plain, c2 with OBD_CONNECT2_REPLAY_CREATE, c3 read-only — through connects, reconnects, disconnects, modifying and read-only
-requests, failing requests, requests that break one rule each, and resends of requests
-whose reply was "lost".  After every step the reply is judged against what the suite
-expects of that step and against the invariants (harness/ost/invariants.py).  A failure is
-shrunk to a short list of exchanges, shown with annotated hex and saved as a scenario
-vector (reproducers/ beside report.json).
+clients — c1 plain, c2 asking for OBD_CONNECT2_REPLAY_CREATE, c3 asking for
+OBD_CONNECT_RDONLY (what each gets is what its connect reply grants) — through connects,
+reconnects, disconnects, modifying and read-only requests, failing requests, requests that
+break one rule each, and resends of requests whose reply was "lost".  Objects are named by
+their offset from the LAST_ID the first create revealed; creates name ids above LAST_ID
+(several at a time: a precreate) or at and below it (nothing is made).  After every step
+the reply is judged against what the suite expects of that step and against the invariants
+(harness/ost/invariants.py).  A failure is shrunk to a short list of exchanges, shown with
+annotated hex and saved as a scenario vector (reproducers/ beside report.json).
 """
 from __future__ import annotations
 
@@ -22,20 +25,29 @@ from ptlrpc_conformance.harness.ost.invariants import reconstructed
 from ptlrpc_conformance.harness.ost.session import Session
 from ptlrpc_conformance.harness.data.registry import case_aliases, requirements
 from ptlrpc_conformance.harness.ost.scenario import TargetError
-from ptlrpc_conformance.harness.ost.client import EOF, MD, C, dropped, err, ost_body, reply
+from ptlrpc_conformance.harness.ost.client import (EOF, MAX_ID, MAX_TIME, MD, C, check_any, dropped, err, ost_body,
+                                                   reply)
 
 STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "TGT-TRANSNO-1", "TGT-TRANSNO-2",
                          "TGT-TRANSNO-3", "TGT-RESEND-1", "TGT-RESEND-2", "TGT-CONN-1", "TGT-CONN-2", "TGT-OBJ-1", "TGT-REPLY-1",
                          "RCV-OUTSIDE-1"]
 CLIENTS = ("c1", "c2", "c3")
-OIDS = st.integers(1, 3)
-U32 = st.integers(0, (1 << 32) - 1)
-TIMES = st.integers(0, (1 << 40))
-SETATTR_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLMODE", "FLUID", "FLGID", "FLTYPE")
+PICK = st.integers(0, 1 << 16)            # which modelled object (an index, resolved at run time)
+IDS = st.integers(0, MAX_ID)               # uid, gid, projid below 2^32 - 1 (docs/target-rules.md §1)
+TIMES = st.integers(0, MAX_TIME)           # below 2^34 - 2^31 s
+SETATTR_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLMODE", "FLUID", "FLGID", "FLPROJID", "FLTYPE", "FLBLOCKS")
+PUNCH_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLUID", "FLGID", "FLPROJID", "FLMODE")
 BROKEN = ("truncated", "type-reply", "at-timeout-0", "unknown-opcode", "wrong-version", "short-body",
           "object-id-0", "no-flid", "bad-sequence", "stale-xid", "unknown-handle", "stale-conn-cnt",
-          "reconnect-same-count", "reconnect-lower-count", "replay-flag", "request-transno",
+          "reconnect-same-count", "reconnect-lower-count", "replay-flag", "request-transno", "replay-timeout-0",
           "punch-not-eof", "punch-no-blocks", "setattr-truncate", "after-disconnect")
+
+
+def _valid(bits) -> int:
+    v = 0
+    for b in bits:
+        v |= MD[b]
+    return v
 
 
 class TargetMachine(BudgetedMachine):
@@ -59,16 +71,24 @@ class TargetMachine(BudgetedMachine):
     def _connected(self, name) -> bool:
         return self.c(name).connected
 
+    def oid(self, pick: int) -> int | None:
+        """A modelled object id (existing, destroyed, or one above LAST_ID), or None before
+        LAST_ID is known."""
+        ids = self.s.modelled_ids()
+        return ids[pick % len(ids)] if ids else None
+
     # -- connections ----------------------------------------------------------------------
     @initialize()
     @budgeted
     def connect_all(self):
-        """Every run starts with the three clients connected and objects 1 and 2 created
-        (by c1 without a transno, by c2 with one)."""
+        """Every run starts with the three clients connected, LAST_ID learnt from a create of
+        id 1, and two objects made above it (by c1, and by c2 with REPLAY_CREATE)."""
         for name in CLIENTS:
             self.s.connect(self.c(name))
-        self.s.body_op(self.c("c1"), "OST_CREATE", 1)
-        self.s.body_op(self.c("c2"), "OST_CREATE", 2)
+        self.s.body_op(self.c("c1"), "OST_CREATE", 1, note="create id 1 (learns LAST_ID)")
+        if self.s.state.last_id is not None:
+            self.s.body_op(self.c("c1"), "OST_CREATE", self.s.state.last_id + 1)
+            self.s.body_op(self.c("c2"), "OST_CREATE", self.s.state.last_id + 1)
 
     @rule(name=st.sampled_from(CLIENTS))
     @budgeted
@@ -86,50 +106,67 @@ class TargetMachine(BudgetedMachine):
         self.s.disconnect(c)
 
     # -- well-formed requests ---------------------------------------------------------------
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @rule(name=st.sampled_from(CLIENTS), k=st.sampled_from([1, 1, 2, 3, 0, -1, -2]))
     @budgeted
-    def create(self, name, oid):
-        if self._connected(name):
-            self.s.body_op(self.c(name), "OST_CREATE", oid)
-
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS, bits=st.sets(st.sampled_from(SETATTR_BITS)),
-          atime=TIMES, mtime=TIMES, ctime=TIMES, mode=U32, uid=U32, gid=U32, size=st.integers(0, 1 << 30))
-    @budgeted
-    def setattr(self, name, oid, bits, atime, mtime, ctime, mode, uid, gid, size):
-        """Every obdo field holds a value; only those with a bit may be applied. A size
-        without FLSIZE is noise the target must ignore."""
+    def create(self, name, k):
+        """A create of LAST_ID + k: a precreate above LAST_ID, nothing at or below it."""
         if not self._connected(name):
             return
-        valid = 0
-        for b in bits:
-            valid |= MD[b]
-        self.s.body_op(self.c(name), "OST_SETATTR", oid, valid, o_atime=atime, o_mtime=mtime, o_ctime=ctime,
-                       o_mode=mode, o_uid=uid, o_gid=gid, o_size=size, o_blocks=size)
+        last = self.s.state.last_id
+        n = 1 if last is None else max(1, last + k)
+        self.s.body_op(self.c(name), "OST_CREATE", n)
+
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK, bits=st.sets(st.sampled_from(SETATTR_BITS)),
+          atime=TIMES, mtime=TIMES, ctime=TIMES, mode=st.integers(0, (1 << 32) - 1), uid=IDS, gid=IDS, projid=IDS,
+          size=st.integers(0, 1 << 30))
+    @budgeted
+    def setattr(self, name, pick, bits, atime, mtime, ctime, mode, uid, gid, projid, size):
+        """Every obdo field holds a value; only those with a bit may be applied. A size
+        without FLSIZE is noise the target must ignore."""
+        oid = self.oid(pick)
+        if not self._connected(name) or oid is None:
+            return
+        self.s.body_op(self.c(name), "OST_SETATTR", oid, _valid(bits), o_atime=atime, o_mtime=mtime, o_ctime=ctime,
+                       o_mode=mode, o_uid=uid, o_gid=gid, o_projid=projid, o_size=size, o_blocks=size)
         reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
         self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
 
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
     @budgeted
-    def getattr(self, name, oid):
-        if self._connected(name):
+    def getattr(self, name, pick):
+        oid = self.oid(pick)
+        if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_GETATTR", oid)
 
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS, start=st.integers(0, 1 << 40))
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK, start=st.integers(0, 1 << 40),
+          bits=st.sets(st.sampled_from(PUNCH_BITS), max_size=3), atime=TIMES, mtime=TIMES, ctime=TIMES,
+          uid=IDS, gid=IDS, projid=IDS)
     @budgeted
-    def punch(self, name, oid, start):
-        if self._connected(name):
-            self.s.body_op(self.c(name), "OST_PUNCH", oid, MD["FLSIZE"] | MD["FLBLOCKS"], o_size=start, o_blocks=EOF)
+    def punch(self, name, pick, start, bits, atime, mtime, ctime, uid, gid, projid):
+        """A punch to `start`, with some times and ids (applied as ofd_attr_handle_id lets
+        them) and a mode (ignored); the object is read back."""
+        oid = self.oid(pick)
+        if not self._connected(name) or oid is None:
+            return
+        self.s.body_op(self.c(name), "OST_PUNCH", oid, MD["FLSIZE"] | MD["FLBLOCKS"] | _valid(bits), o_size=start,
+                       o_blocks=EOF, o_atime=atime, o_mtime=mtime, o_ctime=ctime, o_uid=uid, o_gid=gid,
+                       o_projid=projid, o_mode=0o100600)
+        if bits:
+            reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
+            self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
 
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
     @budgeted
-    def destroy(self, name, oid):
-        if self._connected(name):
+    def destroy(self, name, pick):
+        oid = self.oid(pick)
+        if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_DESTROY", oid)
 
-    @rule(name=st.sampled_from(CLIENTS), oid=OIDS)
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
     @budgeted
-    def sync(self, name, oid):
-        if self._connected(name):
+    def sync(self, name, pick):
+        oid = self.oid(pick)
+        if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_SYNC", oid)
 
     @rule(name=st.sampled_from(CLIENTS), opc=st.sampled_from(["OBD_PING", "OST_STATFS"]))
@@ -141,19 +178,21 @@ class TargetMachine(BudgetedMachine):
             self.s.send(c, xid, data, reply(0, why=opc), opc)
 
     # -- lost replies and resends -----------------------------------------------------------
-    @rule(name=st.sampled_from(("c1", "c2")), oid=OIDS, kind=st.sampled_from(["setattr", "punch", "destroy", "create"]),
+    @rule(name=st.sampled_from(("c1", "c2")), pick=PICK, kind=st.sampled_from(["setattr", "punch", "destroy", "create"]),
           mtime=TIMES)
     @budgeted
-    def lose_reply(self, name, oid, kind, mtime):
+    def lose_reply(self, name, pick, kind, mtime):
         """A modifying request that succeeds with a transaction, whose reply the client then
         "loses": it stays unreplied until it is resent."""
         c = self.c(name)
-        if not c.connected:
+        oid = self.oid(pick)
+        if not c.connected or oid is None:
             return
         exists = oid in self.s.objects
         if kind == "create":
-            if exists or not c.replay_create:
+            if not c.creates_take_transnos or self.s.state.last_id is None:
                 return
+            oid = self.s.state.last_id + 1
             args = ("OST_CREATE", oid, 0, {})
         elif not exists:
             return
@@ -165,7 +204,10 @@ class TargetMachine(BudgetedMachine):
             args = ("OST_DESTROY", oid, 0, {})
         opc, oid, valid, fields = args
         xid, data, n, rep = self.s.body_op(c, opc, oid, valid, lose=True, note=f"{opc} (reply lost)", **fields)
-        self.lost[name].append((xid, args, n))
+        if rep is not None and rep.body["pb_transno"]:
+            self.lost[name].append((xid, args, n))
+        else:
+            c.unreplied.discard(xid)          # no transaction ran (a refused create): nothing to resend
 
     @rule(name=st.sampled_from(("c1", "c2")))
     @budgeted
@@ -179,22 +221,23 @@ class TargetMachine(BudgetedMachine):
         # the same request again: same XID and body; the client's current handle, count, last XID
         _, data = c.request(opc, [ost_body(oid, valid, **fields)], xid=xid, flags=C("MSG_RESENT"))
         c.unreplied.discard(xid)
-        rep = self.s.send(c, xid, data, None, f"resend of step {n}", same_as=n)
+        rep = self.s.send(c, xid, data, None, f"resend of step {n}", same_as=n, oid=oid)
         original = self.s.replies.get(n)
         if original is not None and not reconstructed(original, rep):
             expect, apply = self.s.expect_handler(c, opc, oid, valid, **fields)
-            problems, _ = expect.check(rep.raw if rep is not None else None)
+            problems, _, _ = check_any(expect.resolve(self.s.judge.value_of), rep.raw if rep is not None else None)
             if problems:
                 self.s.fail([f"{p} (the resend was run again)" for p in problems])
             if apply:
-                apply()
+                apply(rep)
 
     # -- one broken rule per step -------------------------------------------------------------
-    @rule(name=st.sampled_from(CLIENTS), kind=st.sampled_from(BROKEN), oid=OIDS)
+    @rule(name=st.sampled_from(CLIENTS), kind=st.sampled_from(BROKEN), pick=PICK)
     @budgeted
-    def broken(self, name, kind, oid):
+    def broken(self, name, kind, pick):
         c = self.c(name)
         s = self.s
+        oid = self.oid(pick) or 1
         gid = ost_body(oid)
         if kind == "after-disconnect":
             if c.connected or name not in self.old_cookie:
@@ -253,10 +296,11 @@ class TargetMachine(BudgetedMachine):
         elif kind == "reconnect-lower-count":
             xid, data = c.request("OST_CONNECT", c.connect_buffers(), conn_cnt=c.conn_cnt - 1)
             s.send(c, xid, data, dropped("a reconnect with a lower pb_conn_cnt"), kind, track=False)
-        elif kind in ("replay-flag", "request-transno"):
+        elif kind in ("replay-flag", "request-transno", "replay-timeout-0"):
             if self.lost[name]:
                 return
-            kw = {"flags": C("MSG_REPLAY")} if kind == "replay-flag" else {"transno": 0x1234}
+            kw = {"flags": C("MSG_REPLAY")} if kind == "replay-flag" else \
+                {"transno": 0x1234} if kind == "request-transno" else {"flags": C("MSG_REPLAY"), "timeout": 0}
             xid, data = c.request("OST_GETATTR", [gid], **kw)
             s.send(c, xid, data, err("ENODEV", "RCV-OUTSIDE-1", f"{kind} outside recovery (the export is evicted)"), kind)
             c.connected = False

@@ -80,10 +80,13 @@ def internet_checksum(*parts: bytes) -> int:
 class TcpConnection:
     """One client's TCP connection to the server; `send` writes segments of the stream."""
 
-    def __init__(self, writer: "PcapWriter", client_ip: str, client_port: int, index: int):
+    def __init__(self, writer: "PcapWriter", client_ip: str, client_port: int, index: int,
+                 server_ip: str | None = None):
         self.w = writer
         self.client_ip, self.client_port = client_ip, client_port
         self.client_nid = make_nid(client_ip)
+        self.server_ip = server_ip or writer.server_ip
+        self.server_nid = make_nid(self.server_ip)
         self.seq = {True: (0x10000000 * (index + 1) + 0x1234) & 0xFFFFFFFF,    # client's next seq
                     False: (0x80000000 + 0x01000000 * index + 0x4321) & 0xFFFFFFFF}
         self.ipid = {True: 1, False: 1}
@@ -91,7 +94,7 @@ class TcpConnection:
 
     def _segment(self, from_client: bool, flags: int, payload: bytes = b"") -> int:
         w = self.w
-        src, dst = (self.client_ip, w.server_ip) if from_client else (w.server_ip, self.client_ip)
+        src, dst = (self.client_ip, self.server_ip) if from_client else (self.server_ip, self.client_ip)
         sport, dport = (self.client_port, SOCKLND_PORT) if from_client else (SOCKLND_PORT, self.client_port)
         seq, ack = self.seq[from_client], self.seq[not from_client]
         src_b, dst_b = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
@@ -115,9 +118,9 @@ class TcpConnection:
         self._segment(True, _TCP_ACK)
         if hello:
             w = self.w
-            self.send(True, acceptor_connreq(w.server_nid))
-            self.send(True, ksock_hello(self.client_nid, w.server_nid, w.incarnation(self.client_nid), 0))
-            self.send(False, ksock_hello(w.server_nid, self.client_nid, w.incarnation(w.server_nid),
+            self.send(True, acceptor_connreq(self.server_nid))
+            self.send(True, ksock_hello(self.client_nid, self.server_nid, w.incarnation(self.client_nid), 0))
+            self.send(False, ksock_hello(self.server_nid, self.client_nid, w.incarnation(self.server_nid),
                                          w.incarnation(self.client_nid)))
 
     def send(self, from_client: bool, data: bytes, segment: int | None = None) -> list[int]:
@@ -129,7 +132,7 @@ class TcpConnection:
 
     def put(self, from_client: bool, portal: int, match_bits: int, payload: bytes,
             segment: int | None = None, offset: int = 0) -> list[int]:
-        src, dst = (self.client_nid, self.w.server_nid) if from_client else (self.w.server_nid, self.client_nid)
+        src, dst = (self.client_nid, self.server_nid) if from_client else (self.server_nid, self.client_nid)
         return self.send(from_client, ksock_lnet_put(src, dst, portal, match_bits, payload, offset=offset), segment)
 
     def close(self) -> None:
@@ -163,14 +166,16 @@ class PcapWriter:
         self.out.write(frame)
         return self.packets
 
-    def connection(self, client_ip: str, hello: bool = True) -> TcpConnection:
-        """The connection of the client at `client_ip`, opened (handshake, acceptor request,
-        hellos) the first time it is asked for."""
-        conn = self.connections.get(client_ip)
+    def connection(self, client_ip: str, hello: bool = True, server_ip: str | None = None) -> TcpConnection:
+        """The connection of the client at `client_ip` to the server at `server_ip` (default
+        the writer's), opened (handshake, acceptor request, hellos) the first time it is
+        asked for."""
+        server_ip = server_ip or self.server_ip
+        conn = self.connections.get((client_ip, server_ip))
         if conn is None:
             index = len(self.connections)
-            conn = TcpConnection(self, client_ip, 1023 - index % 512, index)
-            self.connections[client_ip] = conn
+            conn = TcpConnection(self, client_ip, 1023 - index % 512, index, server_ip)
+            self.connections[(client_ip, server_ip)] = conn
             conn.handshake(hello)
         return conn
 
@@ -206,6 +211,15 @@ def _client_ip(name: str, names: dict[str, str]) -> str:
     return ip
 
 
+def _server_ip(server) -> str | None:
+    if server is None:
+        return None
+    try:
+        return str(ipaddress.IPv4Address(parse_nid(server) & 0xFFFFFFFF))
+    except ValueError:
+        return str(ipaddress.IPv4Address(server))
+
+
 def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int | None = None,
                coalesce: bool = False, request_portal: int = OST_REQUEST_PORTAL,
                reply_portal: int = OSC_REPLY_PORTAL) -> None:
@@ -215,32 +229,53 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
     TCP segments of at most that many bytes; `coalesce` sends each request together with
     the next records' requests of the same client in one write (several messages per
     segment) when they are consecutive for that client.  A client named by a NID or an IPv4
-    address uses that address; other names get 127.0.0.2, 127.0.0.3, ..."""
+    address uses that address; other names get 127.0.0.2, 127.0.0.3, ...
+
+    A record may also say where it goes and when it is answered: `server` (a NID or IPv4
+    address; default 127.0.0.1), `portal` and `reply_portal` (its own portals), and
+    `reply_after` N (its reply is written after the requests of the next N records: several
+    requests in flight, answered out of order: after those records and their own replies)."""
     records = list(records)
     names: dict[str, str] = {}
+    pending: list[list] = []            # [records still to go, connection, portal, xid, reply]
+
+    def flush(force: bool = False) -> None:
+        for p in list(pending):
+            if force or p[0] <= 0:
+                pending.remove(p)
+                p[1].put(False, p[2], p[3], bytes(p[4]), segment)
+
     with open(path, "wb") as f:
         w = PcapWriter(f)
         i = 0
         while i < len(records):
             r = records[i]
-            conn = w.connection(_client_ip(r["client"], names))
+            conn = w.connection(_client_ip(r["client"], names), server_ip=_server_ip(r.get("server")))
             if coalesce:
                 group = [r]
                 while (i + len(group) < len(records) and records[i + len(group)]["client"] == r["client"]
+                       and records[i + len(group)].get("server") == r.get("server")
                        and group[-1].get("reply") is None):
                     group.append(records[i + len(group)])
-                blob = b"".join(ksock_lnet_put(conn.client_nid, w.server_nid, request_portal, g["xid"],
-                                               bytes(g["request"])) for g in group)
+                blob = b"".join(ksock_lnet_put(conn.client_nid, conn.server_nid, g.get("portal", request_portal),
+                                               g["xid"], bytes(g["request"])) for g in group)
                 conn.send(True, blob, segment)
                 for g in group:
                     if g.get("reply") is not None:
-                        conn.put(False, reply_portal, g["xid"], bytes(g["reply"]), segment)
+                        conn.put(False, g.get("reply_portal", reply_portal), g["xid"], bytes(g["reply"]), segment)
                 i += len(group)
                 continue
-            conn.put(True, request_portal, r["xid"], bytes(r["request"]), segment)
+            conn.put(True, r.get("portal", request_portal), r["xid"], bytes(r["request"]), segment)
+            for p in pending:
+                p[0] -= 1
             if r.get("reply") is not None:
-                conn.put(False, reply_portal, r["xid"], bytes(r["reply"]), segment)
+                if r.get("reply_after", 0) > 0:
+                    pending.append([r["reply_after"], conn, r.get("reply_portal", reply_portal), r["xid"], r["reply"]])
+                else:
+                    conn.put(False, r.get("reply_portal", reply_portal), r["xid"], bytes(r["reply"]), segment)
+            flush()                     # the earlier replies now due come after this record's
             i += 1
+        flush(force=True)
         w.close()
 
 
@@ -604,9 +639,10 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT) -> Trace:
                     orphans.append(m)
                 else:
                     rec["reply"] = m.payload
+                    rec["reply_packet"] = m.packet
             else:
                 rec = {"client": m.src_nid, "xid": m.match_bits, "request": m.payload, "reply": None,
-                       "packet": m.packet}
+                       "packet": m.packet, "server": m.dst_nid, "portal": m.portal}
                 if m.portal in SERVER_REQUEST_PORTALS:
                     callbacks += 1            # the server asks a client: paired, not a record
                 else:
@@ -623,9 +659,10 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT) -> Trace:
 
 def read_pcap(path: str | os.PathLike) -> list[dict]:
     """The PtlRPC requests of a capture, each with its reply: a list of
-    {"client": NID, "xid": int, "request": bytes, "reply": bytes | None, "packet": int} in
-    capture order (`packet`: the number of the packet that completed the request, counting
-    from 1 as Wireshark does).  Requests a server sends a client (LDLM callbacks on portal
+    {"client": NID, "xid": int, "request": bytes, "reply": bytes | None, "packet": int,
+    "server": NID, "portal": int, "reply_packet": int (with a reply)} in capture order
+    (`packet`: the number of the packet that completed the request, counting from 1 as
+    Wireshark does; `reply_packet` the same for its reply; `portal` the request portal).  Requests a server sends a client (LDLM callbacks on portal
     15) are not records: the target rules judge what a target answers, not what it asks.
     Raises TraceError (a ValueError) naming the file and packet on input it cannot read, on
     bytes missing from a stream, on a stream that ends mid-message, and on a reply whose

@@ -3,28 +3,112 @@
 A `Client` builds the requests a Lustre client would send (its XIDs, connection count,
 `pb_last_xid`, export cookie) with the suite's own packer (harness/ost/wire.py).  An `Expect`
 is what one request must be answered with, worked out by the suite from what it sent and
-what it broke; `Expect.check` judges a reply against it.
+what it broke; `Expect.check` judges a reply against it.  Where the rules allow several
+outcomes (docs/target-rules.md: the back-end, timing or configuration decide), an `AnyOf`
+lists each allowed outcome by name; the reply must match one of them, and later steps may
+depend on which (docs/scenarios.md, format 2).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, replace
 
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.wire import ERR, REPLY, Message
+from ptlrpc_conformance.harness.verdicts import structs as S
 
 C = spec.constant
 EOF = C("OBD_OBJECT_EOF")
 MD = {name[len("OBD_MD_"):]: C(name) for name in
       ("OBD_MD_FLID", "OBD_MD_FLGROUP", "OBD_MD_FLSIZE", "OBD_MD_FLBLOCKS", "OBD_MD_FLATIME",
        "OBD_MD_FLMTIME", "OBD_MD_FLCTIME", "OBD_MD_FLMODE", "OBD_MD_FLTYPE", "OBD_MD_FLUID",
-       "OBD_MD_FLGID")}
+       "OBD_MD_FLGID", "OBD_MD_FLPROJID", "OBD_MD_FLFLAGS")}
 # attribute -> (obdo field, its valid bit)
 ATTRS = {"size": ("o_size", MD["FLSIZE"]), "atime": ("o_atime", MD["FLATIME"]),
          "mtime": ("o_mtime", MD["FLMTIME"]), "ctime": ("o_ctime", MD["FLCTIME"]),
-         "mode": ("o_mode", MD["FLMODE"]), "uid": ("o_uid", MD["FLUID"]), "gid": ("o_gid", MD["FLGID"])}
-SETTABLE = ("atime", "mtime", "ctime", "mode", "uid", "gid")      # SETATTR applies these
-TARGET_UUID = None
+         "mode": ("o_mode", MD["FLMODE"]), "uid": ("o_uid", MD["FLUID"]), "gid": ("o_gid", MD["FLGID"]),
+         "projid": ("o_projid", MD["FLPROJID"])}
+SETTABLE = ("atime", "mtime", "ctime", "mode", "uid", "gid", "projid")      # SETATTR applies these
+S_IFMT, S_IFREG = 0o170000, 0o100000
+S_ISUID, S_ISGID, S_ISVTX = 0o4000, 0o2000, 0o1000
+# a precreated object's mode (OFD_UNSET_ATTRS_MODE, ofd_internal.h): S_IFREG | 07666
+FRESH_MODE = S_IFREG | S_ISUID | S_ISGID | S_ISVTX | 0o666
+# what GETATTR always reports, on every back-end (ofd_getattr_hdl; docs/target-rules.md §3)
+GETATTR_BITS = (MD["FLSIZE"] | MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | MD["FLTYPE"] | MD["FLMODE"]
+                | MD["FLUID"] | MD["FLGID"])
+RDONLY = C("OBD_CONNECT_RDONLY")
+FLAGS2 = C("OBD_CONNECT_FLAGS2")
+REPLAY_CREATE = C("OBD_CONNECT2_REPLAY_CREATE")
+# the limits of generated values (docs/target-rules.md §1): ids below 2^32 - 1, times below
+# 2^34 - 2^31 seconds
+MAX_ID = (1 << 32) - 2
+MAX_TIME = (1 << 34) - (1 << 31) - 1
+
+_FID_SEQ_IDIF, _FID_SEQ_IDIF_MAX = C("FID_SEQ_IDIF"), C("FID_SEQ_IDIF_MAX")
+_FID_SEQ_LOV_DEFAULT = C("FID_SEQ_LOV_DEFAULT")
+OI_OFFSET = next(leaf.offset for leaf in S.leaves("ost_body") if leaf.name == "oa.o_oi.oi.oi_id")
+
+
+def ostid(lo: int, hi: int) -> tuple[int, int]:
+    """(sequence, id) of an ost_id whose 16 bytes read as {oi_id = lo, oi_seq = hi}: Lustre's
+    ostid_seq / ostid_id (lustre_ostid.h), for both union forms (oi, and a FID)."""
+    if hi == 0:                                            # FID_SEQ_OST_MDT0, oi form
+        return 0, lo & ((1 << 48) - 1)
+    if hi == _FID_SEQ_LOV_DEFAULT:
+        return hi, lo
+    if _FID_SEQ_IDIF <= lo <= _FID_SEQ_IDIF_MAX:           # an IDIF FID: sequence 0
+        return 0, ((lo & 0xFFFF) << 32) | (hi & 0xFFFFFFFF)
+    return lo, hi & 0xFFFFFFFF                             # a FID: f_seq, f_oid
+
+
+def body_object(raw: bytes, order: str) -> tuple[int, int] | None:
+    """(sequence, id) of the ost_body in `raw` (a buffer 1), read in `order`.  A FID-form
+    o_oi is read as {f_seq u64, f_oid u32, f_ver u32} whatever the byte order (Lustre swabs
+    it as a lu_fid), an oi-form one as {oi_id u64, oi_seq u64}."""
+    if len(raw) < OI_OFFSET + 16:
+        return None
+    b = raw[OI_OFFSET:OI_OFFSET + 16]
+    lo = int.from_bytes(b[0:8], order)
+    if order == "little":
+        hi = int.from_bytes(b[8:16], "little")
+    else:
+        f_oid, f_ver = int.from_bytes(b[8:12], "big"), int.from_bytes(b[12:16], "big")
+        hi = 0 if b[8:16] == bytes(8) else f_oid | (f_ver << 32)
+    return ostid(lo, hi)
+
+
+def reply_object_id(rep: Message | None) -> int | None:
+    """The object id a reply's ost_body names (ostid_id of its o_oi), or None."""
+    if rep is None or len(rep.buffers) < 2:
+        return None
+    got = body_object(rep.buffers[1], rep.byte_order)
+    return None if got is None else got[1]
+
+
+def request_object_id(req: Message | None) -> int | None:
+    if req is None or len(req.buffers) < 2:
+        return None
+    got = body_object(req.buffers[1], req.byte_order)
+    return None if got is None else got[1]
+
+
+def last_id_after_create(sent_id: int, reply_id: int) -> int:
+    """LAST_ID after a successful OST_CREATE that named `sent_id` and whose reply names
+    `reply_id` (docs/target-rules.md §3): M if M <= N, else M - 1."""
+    return reply_id if reply_id <= sent_id else reply_id - 1
+
+
+def granted_flags(rep: Message | None) -> tuple[int, int] | None:
+    """(ocd_connect_flags, ocd_connect_flags2) a successful connect reply grants, or None.
+    flags2 counts only when OBD_CONNECT_FLAGS2 is granted."""
+    if rep is None or rep.body["pb_type"] != REPLY or rep.status != 0:
+        return None
+    ocd = rep.struct(1, "obd_connect_data")
+    if ocd is None:
+        return None
+    flags = ocd["ocd_connect_flags"]
+    return flags, (ocd["ocd_connect_flags2"] if flags & FLAGS2 else 0)
 
 
 def errno(name: str) -> int:
@@ -66,9 +150,26 @@ class Client:
     conn_cnt: int = 0
     cookie: int = 0                      # the export cookie: pb_handle of every request
     connected: bool = False
-    readonly: bool = False
-    replay_create: bool = False
+    readonly: bool = False               # asks for OBD_CONNECT_RDONLY (what it gets: `granted`)
+    replay_create: bool = False          # asks for OBD_CONNECT2_REPLAY_CREATE
     unreplied: set[int] = field(default_factory=set)
+    granted: int = 0                     # ocd_connect_flags of the last successful connect reply
+    granted2: int = 0                    # its ocd_connect_flags2 (0 unless FLAGS2 was granted)
+
+    @property
+    def is_readonly(self) -> bool:
+        """The export is read-only: the connect reply *granted* OBD_CONNECT_RDONLY (row 16)."""
+        return bool(self.granted & RDONLY)
+
+    @property
+    def creates_take_transnos(self) -> bool:
+        """OBD_CONNECT2_REPLAY_CREATE is in force: granted, with OBD_CONNECT_FLAGS2 (§5)."""
+        return bool(self.granted & FLAGS2) and bool(self.granted2 & REPLAY_CREATE)
+
+    def learn_grant(self, rep: Message | None) -> None:
+        got = granted_flags(rep)
+        if got is not None:
+            self.granted, self.granted2 = got
 
     def __post_init__(self):
         self.uuid = self.uuid or f"conformance-client-{self.name}"
@@ -132,11 +233,31 @@ class Client:
 # expectations
 # ---------------------------------------------------------------------------------------
 
+OBJECT_ID = "oa.o_oi@id"            # pseudo field: ostid_id of the reply's o_oi (either form)
+_REF = re.compile(r"^@(\d+)([+-]\d+)?$")
+
+
+def is_ref(value) -> bool:
+    """A value written as "@N" or "@N+K": LAST_ID after create step N, plus K (format 2)."""
+    return isinstance(value, str) and _REF.match(value) is not None
+
+
+def parse_ref(value: str) -> tuple[int, int]:
+    m = _REF.match(value)
+    if m is None:
+        raise ValueError(f"{value!r} is not '@STEP' or '@STEP+K'")
+    return int(m.group(1)), int(m.group(2) or 0)
+
+
 @dataclass
 class Expect:
     """What a request must be answered with.  `reply` False: dropped.  `transno`: "zero",
     "nonzero" or "any".  `fields`: obdo/struct values the reply buffer 1 must hold (dotted
-    names, read as `struct`).  `requirement`: the requirement a mismatch violates."""
+    names, read as `struct`; "NAME&MASK" compares those bits; "oa.o_oi@id" is the object id
+    the reply names, read with ostid_id).  `fields_if_valid`: {field: [valid bit, value]},
+    judged only when the reply's o_valid has that bit (an attribute a back-end may leave
+    out).  A value "@N+K" is LAST_ID after create step N plus K, resolved before judging.
+    `requirement`: the requirement a mismatch violates."""
     reply: bool = True
     type: int | None = REPLY
     status: int | None = 0
@@ -145,9 +266,24 @@ class Expect:
     why: str = ""
     struct: str | None = None
     fields: dict = field(default_factory=dict)
+    fields_if_valid: dict = field(default_factory=dict)
     op_flags_all: int = 0
     op_flags_none: int = 0
     handle: str | None = None            # "nonzero" | "zero" | None
+
+    def refs(self) -> list[str]:
+        """The "@N+K" values this expectation holds."""
+        out = [v for v in self.fields.values() if is_ref(v)]
+        out += [v[1] for v in self.fields_if_valid.values() if is_ref(v[1])]
+        return out
+
+    def resolve(self, value_of) -> "Expect":
+        """A copy with every "@N+K" value replaced by value_of("@N+K") (an int)."""
+        if not self.refs():
+            return self
+        return replace(self, fields={k: value_of(v) if is_ref(v) else v for k, v in self.fields.items()},
+                       fields_if_valid={k: [b, value_of(v) if is_ref(v) else v]
+                                        for k, (b, v) in self.fields_if_valid.items()})
 
     def check(self, reply: bytes | None) -> tuple[list[str], Message | None]:
         """Problems ("REQ-ID: text") with `reply`, and the parsed reply."""
@@ -156,7 +292,7 @@ class Expect:
             if reply is not None:
                 rep, _ = wire.try_parse(reply, "reply")
                 got = rep.describe() if rep else f"{len(reply)} bytes"
-                return [f"TGT-DROP-1: {self.why or 'the request'} must be dropped (no reply); got {got}"], rep
+                return [f"{self.requirement}: {self.why or 'the request'} must be dropped (no reply); got {got}"], rep
             return [], None
         if reply is None:
             return [f"{rule}: expected a reply ({self.describe()}), the target sent none"], None
@@ -179,18 +315,29 @@ class Expect:
             problems.append(f"TGT-CONN-1: pb_op_flags {r['pb_op_flags']:#x} must not have {r['pb_op_flags'] & self.op_flags_none:#x}")
         if self.handle == "nonzero" and not r["pb_handle"]:
             problems.append("TGT-CONN-1: the connect reply carries no export cookie")
-        if self.struct and self.fields:
+        if self.struct and (self.fields or self.fields_if_valid):
             got = rep.struct(1, self.struct)
             if got is None:
                 problems.append(f"{rule}: the reply has no {self.struct} in buffer 1")
             else:
-                for name, want in self.fields.items():
+                def value_of(name):
+                    if name == OBJECT_ID:
+                        return reply_object_id(rep)
                     base, _, mask = name.partition("&")      # "oa.o_mode&4095": compare those bits
                     value = got.get(base)
                     if mask and isinstance(value, int):
                         value &= int(mask, 0)
+                    return value
+                for name, want in self.fields.items():
+                    value = value_of(name)
                     if value != want:
-                        problems.append(f"{rule}: reply {name} is {value!r}, expected {want!r} ({self.why})")
+                        problems.append(f"{rule}: reply {name} is {_show(value)}, expected {_show(want)} ({self.why})")
+                valid = got.get("oa.o_valid", 0)
+                for name, (bit, want) in self.fields_if_valid.items():
+                    value = value_of(name)
+                    if valid & bit and value != want:
+                        problems.append(f"{rule}: reply {name} is {_show(value)} (its bit {bit:#x} is set), "
+                                        f"expected {_show(want)} ({self.why})")
         return problems, rep
 
     def describe(self) -> str:
@@ -203,7 +350,12 @@ class Expect:
     def as_yaml(self) -> dict:
         """The expectation as scenario-vector predicates (docs/scenarios.md)."""
         if not self.reply:
-            return {"reply": "none"}
+            out = {"reply": "none"}
+            if self.requirement != "TGT-DROP-1":
+                out["requirement"] = self.requirement
+            if self.why:
+                out["why"] = self.why
+            return out
         out: dict = {"requirement": self.requirement}
         if self.type is not None:
             out["type"] = wire.TYPE_NAME[self.type]
@@ -216,9 +368,12 @@ class Expect:
             out["op_flags_none"] = self.op_flags_none
         if self.handle:
             out["handle"] = self.handle
-        if self.struct and self.fields:
+        if self.struct and (self.fields or self.fields_if_valid):
             out["struct"] = self.struct
-            out["fields"] = dict(self.fields)
+            if self.fields:
+                out["fields"] = dict(self.fields)
+            if self.fields_if_valid:
+                out["fields_if_valid"] = {k: list(v) for k, v in self.fields_if_valid.items()}
         if self.why:
             out["why"] = self.why
         return out
@@ -226,13 +381,90 @@ class Expect:
     @classmethod
     def from_yaml(cls, d: dict) -> "Expect":
         if d.get("reply") == "none":
-            return cls(reply=False)
+            return cls(reply=False, why=d.get("why", ""), requirement=d.get("requirement", "TGT-DROP-1"))
         types = {v: k for k, v in wire.TYPE_NAME.items()}
+        fiv = d.get("fields_if_valid", {}) or {}
+        if not isinstance(fiv, dict) or any(not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], int))
+                                            for v in fiv.values()):
+            raise ValueError("fields_if_valid maps a field to [valid bit, value]")
         return cls(type=types[d["type"]] if "type" in d else None, status=d.get("status"),
                    transno=d.get("transno", "any"), requirement=d.get("requirement", "TGT-ERR-2"),
                    why=d.get("why", ""), struct=d.get("struct"), fields=dict(d.get("fields", {})),
+                   fields_if_valid={k: list(v) for k, v in fiv.items()},
                    op_flags_all=d.get("op_flags_all", 0), op_flags_none=d.get("op_flags_none", 0),
                    handle=d.get("handle"))
+
+
+@dataclass
+class AnyOf:
+    """Several allowed outcomes of one request, each with a name: the reply must match one of
+    them (docs/scenarios.md: `expect_any`).  Never squeeze two outcomes into one Expect."""
+    alternatives: list[tuple[str, Expect]]
+
+    def __post_init__(self):
+        names = [n for n, _ in self.alternatives]
+        if not names or len(set(names)) != len(names):
+            raise ValueError("expect_any needs outcomes with distinct names")
+
+    @property
+    def names(self) -> list[str]:
+        return [n for n, _ in self.alternatives]
+
+    def refs(self) -> list[str]:
+        return [r for _, e in self.alternatives for r in e.refs()]
+
+    def resolve(self, value_of) -> "AnyOf":
+        return AnyOf([(n, e.resolve(value_of)) for n, e in self.alternatives])
+
+    def check(self, reply: bytes | None) -> tuple[list[str], Message | None, str | None]:
+        """(problems, the parsed reply, the name of the outcome the reply matched or None)."""
+        results = []
+        for name, exp in self.alternatives:
+            problems, rep = exp.check(reply)
+            if not problems:
+                return [], rep, name
+            results.append((name, problems, rep))
+        best = min(results, key=lambda r: len(r[1]))
+        others = "; ".join(f"{n!r}: {p[0].split(': ', 1)[-1]}" for n, p, _ in results if n != best[0])
+        rep = next((r for _, _, r in results if r is not None), None)
+        tail = f" [closest allowed outcome {best[0]!r}; the others fail too: {others}]" if others else \
+            f" [the only allowed outcome {best[0]!r}]"
+        return [p + tail for p in best[1]], rep, None
+
+    def describe(self) -> str:
+        return " or ".join(f"{n}: {e.describe()}" for n, e in self.alternatives)
+
+    def as_yaml(self) -> list[dict]:
+        return [dict({"outcome": n}, **e.as_yaml()) for n, e in self.alternatives]
+
+    @classmethod
+    def from_yaml(cls, items: list) -> "AnyOf":
+        if not isinstance(items, list) or len(items) < 2:
+            raise ValueError("expect_any must list at least two outcomes")
+        alts = []
+        for it in items:
+            if not isinstance(it, dict) or not isinstance(it.get("outcome"), str) or not it["outcome"]:
+                raise ValueError("each expect_any entry needs an 'outcome' name")
+            alts.append((it["outcome"], Expect.from_yaml({k: v for k, v in it.items() if k != "outcome"})))
+        return cls(alts)
+
+
+def check_any(expect: "Expect | AnyOf | None", reply: bytes | None) -> tuple[list[str], Message | None, str | None]:
+    """Judge `reply` against an Expect or an AnyOf: (problems, parsed reply, outcome name).
+    A plain Expect's outcome is "expected"."""
+    if expect is None:
+        rep, _ = wire.try_parse(reply, "reply")
+        return [], rep, "expected"
+    if isinstance(expect, AnyOf):
+        return expect.check(reply)
+    problems, rep = expect.check(reply)
+    return problems, rep, None if problems else "expected"
+
+
+def _show(value) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value > 7:
+        return f"{value} ({value:#o})" if value < 0o200000 else f"{value} ({value:#x})"
+    return repr(value)
 
 
 def _errname(status: int) -> str:

@@ -83,32 +83,44 @@ class _Export:
 @dataclass
 class TargetChecker:
     """Feed records with `observe`; call `restart()` / `recovery_ended()` when the driver
-    knows of those events (a trace checker infers a restart from MSG_CONNECT_RECOVERING)."""
+    knows of those events (a trace checker infers a restart from MSG_CONNECT_RECOVERING, and
+    the end of recovery from a successful connect reply without it)."""
     max_transno: int = 0
     epoch_floor: int = 0                 # every new transno must exceed it (after recovery)
     recovering: bool = False
+    recovery_floor: int = 0              # during recovery a non-replay transno must exceed it
     _restart_epoch: int | None = None
     exports: dict[str, _Export] = field(default_factory=dict)       # client -> live export
     dead: set[int] = field(default_factory=set)                     # cookies known gone
-    committed: dict[tuple[str, int], int] = field(default_factory=dict)
+    committed: dict[tuple[str, int], int] = field(default_factory=dict)   # export -> lc of settled replies
     originals: dict[tuple[str, int], Message] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
     count: int = 0
     reconstruct: bool = False            # profile lustre-2.17.57-reconstruct: TGT-RESEND-2
+    unmodelled: int = 0                  # exchanges of opcodes the rules do not model (not judged on transnos)
+    settled_max: int = 0                 # the highest transno of a reply captured before the current request
+    issued: set[int] = field(default_factory=set)                   # non-replay transnos issued (distinctness)
+    _pending: list = field(default_factory=list)                    # (answered_at, transno, export, lc) not settled yet
 
     def __post_init__(self):
+        facts = target_facts()
         self.ops = _opcodes()
-        self.reply_statuses = {_errno(n) for n in target_facts()["reply_statuses"]}
+        self.reply_statuses = {_errno(n) for n in facts["reply_statuses"]}
         self.transaction_ops = {o for o, row in self.ops.items() if row["transno"] == "yes"}
         self.create_op = C("OST_CREATE")
         self.connect_op = C("OST_CONNECT")
         self.disconnect_op = C("OST_DISCONNECT")
         self.mutable_ops = {o for o, row in self.ops.items() if row["mutable"]}
+        self.unmodelled_ops = {C(name) for name in facts.get("unmodelled_opcodes", {})}
 
     # -- events the driver knows of --------------------------------------------------------
-    def restart(self) -> None:
+    def restart(self, commit_point: int | None = None) -> None:
+        """The target restarted.  `commit_point`: the highest transno on stable storage, when
+        the target said so; every last-committed value a client was sent is at or below it."""
         self.recovering = True
         self._restart_epoch = self.max_transno >> 32
+        told = max(self.committed.values(), default=0)
+        self.recovery_floor = max(commit_point or 0, told)
         for exp in self.exports.values():      # a restarted target forgets every cookie
             self.dead.add(exp.cookie)
         self.exports.clear()
@@ -119,10 +131,31 @@ class TargetChecker:
         self.recovering = False
 
     # -- records --------------------------------------------------------------------------
+    def _settle(self, now: int) -> None:
+        """Replies captured before `now` (a request's send time) are known to that request."""
+        keep = []
+        for answered_at, transno, key, lc in self._pending:
+            if answered_at < now:
+                self.settled_max = max(self.settled_max, transno)
+                if key is not None and lc:
+                    self.committed[key] = max(self.committed.get(key, 0), lc)
+            else:
+                keep.append((answered_at, transno, key, lc))
+        self._pending = keep
+
     def observe(self, client: str, xid: int, request: bytes, reply: bytes | None,
-                record: int | None = None) -> list[Violation]:
+                record: int | None = None, sent_at: int | None = None, answered_at: int | None = None,
+                ceiling: int | None = None) -> list[Violation]:
+        """Judge one exchange.  `sent_at`, `answered_at`: when the request and its reply were
+        captured (real traffic: several requests in flight); without them exchanges are one
+        at a time.  Transno order and last_committed growth are judged only against replies
+        captured before the request was sent.  `ceiling`: the highest transno of any request
+        sent before this reply (default: the highest seen so far)."""
         self.count += 1
         n = record if record is not None else self.count
+        now = sent_at if sent_at is not None else self.count
+        done = answered_at if answered_at is not None else now
+        self._settle(now)
         out: list[Violation] = []
 
         def flag(rule: str, message: str) -> None:
@@ -138,12 +171,18 @@ class TargetChecker:
         flags = b["pb_flags"]
         exp = self.exports.get(client)
         live = exp is not None and b["pb_handle"] == exp.cookie
-        must_drop = None
-        if req.header["lm_flags"] & wire.AT_SUPPORT and b["pb_timeout"] == 0:
-            must_drop = "MSGHDR_AT_SUPPORT with pb_timeout 0"
-        elif live and b["pb_conn_cnt"] < exp.conn_cnt:
+        # rows 3, 4 and 5 of docs/target-rules.md §2, in that order (ptlrpc_check_req runs
+        # before the adaptive-timeout drop)
+        must_drop = outside = None
+        if live and b["pb_conn_cnt"] < exp.conn_cnt:
             must_drop = f"pb_conn_cnt {b['pb_conn_cnt']} is below the export's {exp.conn_cnt}"
+        elif live and not self.recovering and (flags & (C("MSG_REPLAY") | C("MSG_REQ_REPLAY_DONE")) or b["pb_transno"]):
+            outside = True
+        elif req.header["lm_flags"] & wire.AT_SUPPORT and b["pb_timeout"] == 0:
+            must_drop = "MSGHDR_AT_SUPPORT with pb_timeout 0"
         if reply is None:
+            if outside:
+                self._evict(client)
             return out
         rep, why = wire.try_parse(reply, "reply")
         if rep is None:
@@ -177,7 +216,7 @@ class TargetChecker:
             if not live and (b["pb_handle"] == 0 or b["pb_handle"] in self.dead):
                 if not (r["pb_type"] == ERR and status == _errno("ENOTCONN")):
                     flag("TGT-CONN-2", f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {rep.type_name} {status}")
-            elif live and not self.recovering and (flags & (C("MSG_REPLAY") | C("MSG_REQ_REPLAY_DONE")) or b["pb_transno"]):
+            elif outside:
                 if not (r["pb_type"] == ERR and status == _errno("ENODEV")):
                     flag("RCV-OUTSIDE-1", f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery: expected ERR -ENODEV and eviction, got {rep.type_name} {status}")
                 self._evict(client)
@@ -190,50 +229,79 @@ class TargetChecker:
         original = self.originals.get(key)
         resent = bool(flags & C("MSG_RESENT"))
         replay = bool(flags & C("MSG_REPLAY"))
+        modelled = opc in self.ops
+        if not modelled and opc != self.connect_op:
+            self.unmodelled += 1
         if resent and original is not None and original.body["pb_transno"]:
-            found = resend_problems(original, rep, self.reconstruct)
-            for rule, message in found:
+            for rule, message in resend_problems(original, rep, self.reconstruct):
                 flag(rule, message)
             rerun = not reconstructed(original, rep)
         else:
             rerun = False
         if resent and original is not None and original.body["pb_transno"] and not rerun:
             pass                          # the original reply again: judged above
-        elif replay:
+        elif replay or (self.recovering and b["pb_transno"]):
+            # a replay (Lustre treats any request with a non-zero pb_transno as one)
             if transno not in (0, b["pb_transno"]):
                 flag("RCV-REPLAY-1", f"a replay of transno {b['pb_transno']:#x} answered with transno {transno:#x} (must be the same, or 0)")
+            if self.recovering and transno:
+                self.recovery_floor = max(self.recovery_floor, transno)
         elif transno:
-            if transno <= self.max_transno:
-                flag("TGT-TRANSNO-1", f"transno {transno:#x} is not above {self.max_transno:#x}, the highest issued before")
+            if self.recovering:
+                # a change served at once during recovery: above the commit point and every
+                # replay run so far, not necessarily above every transno issued before
+                if transno <= self.recovery_floor:
+                    flag("TGT-TRANSNO-1", f"transno {transno:#x} of a change served during recovery is not above "
+                                          f"{self.recovery_floor:#x} (the commit point at the restart, the last committed "
+                                          f"values clients were told, and the transnos run since)")
+                self.recovery_floor = max(self.recovery_floor, transno)
+            else:
+                if transno <= self.settled_max:
+                    flag("TGT-TRANSNO-1", f"transno {transno:#x} is not above {self.settled_max:#x}, the highest issued before")
+                elif transno in self.issued:
+                    flag("TGT-TRANSNO-1", f"transno {transno:#x} was issued before (to an overlapping exchange)")
+                self.issued.add(transno)
             if self.epoch_floor and transno <= self.epoch_floor:
                 flag("RCV-EPOCH-1", f"transno {transno:#x} after recovery is not in a new epoch (must exceed {self.epoch_floor:#x})")
-            if not self._transactional(client, opc) or r["pb_type"] != REPLY or status != 0:
+            if modelled and not self._may_take_transno(client, opc, req, rep):
                 flag("TGT-TRANSNO-2", f"transno {transno:#x} on a {rep.type_name} with status {status} to opcode {opc}, which runs no transaction")
-        elif r["pb_type"] == REPLY and status == 0 and self._transactional(client, opc):
+        elif modelled and r["pb_type"] == REPLY and status == 0 and opc in self.transaction_ops:
             flag("TGT-TRANSNO-2", f"a successful opcode {opc} ran a transaction but the reply's transno is 0")
         self.max_transno = max(self.max_transno, transno)
         if opc in self.mutable_ops and r["pb_type"] == REPLY and original is None:
             self.originals[key] = rep
 
         # -- last committed ---------------------------------------------------------------
+        gen_key = (client, self.generations.get(client, 0))
         if r["pb_type"] == REPLY and committed:
-            if committed > self.max_transno:
-                flag("TGT-TRANSNO-3", f"pb_last_committed {committed:#x} is above the highest transno issued, {self.max_transno:#x}")
-            gen_key = (client, self.generations.get(client, 0))
+            top = self.max_transno if ceiling is None else max(ceiling, self.max_transno)
+            if committed > top:
+                flag("TGT-TRANSNO-3", f"pb_last_committed {committed:#x} is above the highest transno issued, {top:#x}")
             before = self.committed.get(gen_key, 0)
             if committed < before:
                 flag("TGT-TRANSNO-3", f"pb_last_committed went back from {before:#x} to {committed:#x}")
-            self.committed[gen_key] = max(before, committed)
+        self._pending.append((done, transno, gen_key if r["pb_type"] == REPLY else None, committed))
+        if sent_at is None:
+            self._settle(self.count + 1)
         return out
 
-    def _transactional(self, client: str, opc: int) -> bool:
+    def _may_take_transno(self, client: str, opc: int, req: Message, rep: Message) -> bool:
+        """A REPLY 0 of this opcode may carry a new transno (docs/target-rules.md §5): SETATTR,
+        PUNCH, DESTROY; CREATE only with OBD_CONNECT2_REPLAY_CREATE in force (the checker does
+        not know LAST_ID, so it never demands one), and an MDT's OBD_FL_DELORPHAN create either
+        way."""
+        if rep.body["pb_type"] != REPLY or rep.status != 0:
+            return False
         if opc in self.transaction_ops:
             return True
         if opc == self.create_op:
             exp = self.exports.get(client)
-            return bool(exp and exp.flags & C("OBD_CONNECT_FLAGS2") and exp.flags2 & C("OBD_CONNECT2_REPLAY_CREATE"))
+            if exp and exp.flags & C("OBD_CONNECT_FLAGS2") and exp.flags2 & C("OBD_CONNECT2_REPLAY_CREATE"):
+                return True
+            body = req.struct(1, "ost_body")
+            return bool(body and body["oa.o_valid"] & C("OBD_MD_FLFLAGS")
+                        and body["oa.o_flags"] & C("OBD_FL_DELORPHAN"))
         return False
-
     def _evict(self, client: str) -> None:
         exp = self.exports.pop(client, None)
         if exp is not None:
@@ -249,9 +317,7 @@ class TargetChecker:
                 flag("TGT-CONN-2", f"a reconnect with the stored pb_conn_cnt {exp.conn_cnt}: expected ERR -EALREADY, got {rep.type_name} {rep.status}")
                 return
         if r["pb_type"] != REPLY or rep.status != 0:
-            if r["pb_handle"]:
-                flag("TGT-CONN-1", f"a failed connect's reply carries pb_handle {r['pb_handle']:#x}")
-            return
+            return                      # a failed connect's pb_handle is not judged (Lustre may set it)
         if r["pb_transno"]:
             flag("TGT-TRANSNO-2", f"a connect reply carries transno {r['pb_transno']:#x}")
         if not r["pb_handle"]:
@@ -260,6 +326,8 @@ class TargetChecker:
             flag("TGT-CONN-1", f"a connect reply without MSG_CONNECT_REPLAYABLE (pb_op_flags {op:#x})")
         if recovering and not self.recovering:
             self.restart()              # a trace shows a restart only this way
+        elif self.recovering and not recovering and self._restart_epoch is not None:
+            self.recovery_ended()       # a connect served outside recovery: it is over (or never began)
         if exp is not None and b["pb_handle"] == exp.cookie and not recovering:
             if not reconnect:
                 flag("TGT-CONN-1", "a reconnect to a live export is answered without MSG_CONNECT_RECONNECT")

@@ -3,31 +3,27 @@ recorded so that a failure can be shown as a readable transcript and saved as a 
 vector (harness/ost/scenario.py).  Each step is judged by the step judge scenario replay
 uses too (harness/ost/steps.py).
 
-Used by the stateful suite (suites/test_target.py) and by tools/gen_scenarios.py.
+The model (harness/ost/model.py) follows docs/target-rules.md §3: it learns LAST_ID from the
+first create's reply (a target may start anywhere), names every object by its offset from
+that LAST_ID (recorded in scenario vectors as "@STEP+K", so that a saved run replays on any
+target), and keeps sets of allowed values where the back-end decides.
+
+Used by the stateful suites (suites/test_target.py, suites/test_recovery.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ptlrpc_conformance.harness.ost import wire
+from ptlrpc_conformance.harness.ost import model, wire
+from ptlrpc_conformance.harness.ost.client import (EOF, MD, OBJECT_ID, AnyOf, C, Client, Expect, err, ost_body,
+                                                   reply, reply_object_id)
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker
+from ptlrpc_conformance.harness.ost.model import Obj, State
 from ptlrpc_conformance.harness.ost.scenario import (Record, Scenario, Step, call, deferred_replies, exchange,
                                                      render_transcript)
 from ptlrpc_conformance.harness.ost.steps import StepJudge, connect_cookie
-from ptlrpc_conformance.harness.ost.client import ATTRS, MD, Client, Expect, err, ost_body, reply, C, EOF
 
-GETATTR_BITS = MD["FLSIZE"] | MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | MD["FLMODE"] | MD["FLUID"] | MD["FLGID"]
-
-
-@dataclass
-class Obj:
-    size: int = 0
-    atime: int = 0
-    mtime: int = 0
-    ctime: int = 0
-    mode: int = 0       # permission bits
-    uid: int = 0
-    gid: int = 0
+MUTABLE = ("OST_SETATTR", "OST_CREATE", "OST_DESTROY", "OST_PUNCH")
 
 
 class StepFailed(AssertionError):
@@ -38,16 +34,23 @@ class StepFailed(AssertionError):
 class Session:
     adapter: object
     clients: dict[str, Client] = field(default_factory=dict)
-    objects: dict[int, Obj] = field(default_factory=dict)
+    state: State = field(default_factory=State)
     steps: list[Step] = field(default_factory=list)
     records: list[Record] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     cookie_owner: dict[int, str] = field(default_factory=dict)
     reconstruct: bool = False
+    allow_create_refusal: bool = True    # -ENOSPC / -EPERM are allowed answers to a create
+    base_step: int | None = None         # the create step whose LAST_ID names every object ("@N+K")
+    base: int = 0                        # that LAST_ID
     judge: StepJudge = field(init=False)
 
     def __post_init__(self):
         self.judge = StepJudge(reconstruct=self.reconstruct)
+
+    @property
+    def objects(self) -> dict[int, Obj]:
+        return self.state.objects
 
     @property
     def checker(self) -> TargetChecker:
@@ -76,12 +79,28 @@ class Session:
         self.clients[name] = c
         return c
 
+    # -- object ids ---------------------------------------------------------------------------
+    def ref(self, oid: int) -> str | None:
+        """How a scenario vector names object `oid`: "@STEP+K" from the base LAST_ID."""
+        if self.base_step is None:
+            return None
+        k = oid - self.base
+        return f"@{self.base_step}{k:+d}" if k else f"@{self.base_step}"
+
+    def modelled_ids(self) -> list[int]:
+        """Ids whose state the model knows: above the floor, up to LAST_ID, plus the next one."""
+        if self.state.last_id is None:
+            return []
+        return list(range(self.state.floor + 1, self.state.last_id + 2))
+
     # -- one exchange ---------------------------------------------------------------------
-    def send(self, client: Client, xid: int, data: bytes, expect: Expect | None, note: str = "",
-             same_as: int | None = None, track: bool = True, later: bool = False) -> wire.Message | None:
+    def send(self, client: Client, xid: int, data: bytes, expect: Expect | AnyOf | None, note: str = "",
+             same_as: int | None = None, track: bool = True, later: bool = False,
+             oid: int | None = None) -> wire.Message | None:
         """Exchange one request; judge the reply against `expect` and the invariants; raise
         StepFailed (with the transcript) on any problem.  With `later` (recovery) the reply
-        may be deferred: it is judged when it arrives (None is returned meanwhile)."""
+        may be deferred: it is judged when it arrives (None is returned meanwhile).  `oid`:
+        the object the request names (recorded relative to the base LAST_ID)."""
         reply_bytes, deferred = exchange(self.adapter, client.name, xid, data)
         n = len(self.steps) + 1
         patch = {}
@@ -93,9 +112,14 @@ class Session:
                            if r is not None and r.body["pb_transno"] == req.body["pb_transno"]), None)
             if source is not None:
                 patch["pb_transno"] = f"@{source}"
-        self.steps.append(Step(client=client.name, xid=xid, request=data, patch=patch, expect=expect,
+        if oid is not None and self.ref(oid) is not None:
+            patch["oid"] = self.ref(oid)
+        self.steps.append(Step(client=client.name, xid=xid, request=data, patch=patch,
+                               expect=expect if not isinstance(expect, AnyOf) else None,
+                               expect_any=expect if isinstance(expect, AnyOf) else None,
                                same_as=same_as, note=note, later=later))
         self.records.append(Record(n, client.name, xid, data, reply_bytes, note))
+        self.judge.current_batch = n
         rep = None
         if reply_bytes is None and later:
             self.judge.defer(n, client.name, xid)
@@ -107,11 +131,13 @@ class Session:
         if cookie is not None:
             client.cookie = cookie
             self.cookie_owner[client.cookie] = client.name
+            client.learn_grant(rep)
         return rep
 
     def _judge(self, n: int, reply_bytes: bytes | None) -> wire.Message | None:
         step, rec = self.steps[n - 1], self.records[n - 1]
-        rep, found = self.judge.judge(n, step.client, step.xid, step.request, reply_bytes, step.expect, step.same_as)
+        expect = step.expect_any if step.expect_any is not None else step.expect
+        rep, found = self.judge.judge(n, step.client, step.xid, step.request, reply_bytes, expect, step.same_as)
         rec.problems += found
         self.problems += [f"step {n}: {p}" for p in rec.problems]
         return rep
@@ -136,10 +162,10 @@ class Session:
         result = call(self.adapter, {"op": "restart"})
         self.steps.append(Step(op="restart"))
         self.records.append(Record(len(self.steps), "", 0, b"", None, "restart"))
-        self.judge.restart()
         point = result.get("last_committed")
         if point is not None and (not isinstance(point, int) or isinstance(point, bool) or point < 0):
             self.fail(["RCV-STATE-1: restart's last_committed is not a non-negative integer"])
+        self.judge.restart(point)
         return point
 
     def expire_recovery(self) -> None:
@@ -147,6 +173,7 @@ class Session:
         result = call(self.adapter, {"op": "end_recovery"})
         self.steps.append(Step(op="end_recovery"))
         self.records.append(Record(len(self.steps), "", 0, b"", None, "end_recovery (the window expires)"))
+        self.judge.current_batch = len(self.steps)
         self.absorb(deferred_replies(result.get("replies") or []))
         self._raise_if_problems()
 
@@ -155,11 +182,12 @@ class Session:
         result = call(self.adapter, {"op": "end_recovery"})
         self.steps.append(Step(op="end_recovery"))
         self.records.append(Record(len(self.steps), "", 0, b"", None, "end_recovery"))
+        self.judge.current_batch = len(self.steps)
         self.absorb(deferred_replies(result.get("replies") or []))
         self.judge.recovery_ended()
         for n, client, xid in self.judge.never_answered():
             self.records[n - 1].problems.append("the deferred reply never came (recovery is over)")
-            self.problems.append(f"step {n}: the deferred reply to {client} xid {xid} never came")
+            self.problems.append(f"step {n}: RCV-ORDER-1: the deferred reply to {client} xid {xid} never came")
         self._raise_if_problems()
 
     def fail(self, problems: list[str]) -> None:
@@ -193,18 +221,15 @@ class Session:
         self.send(c, xid, data, reply(0, requirement="TGT-CONN-2", why="disconnect"), "disconnect")
         c.connected = False
 
-    def expect_handler(self, c: Client, opc: str, oid: int, valid: int = 0, **fields) -> tuple[Expect, callable]:
-        """What a well-formed body request should get, and the model change to apply after it."""
-        mutable = opc in ("OST_SETATTR", "OST_CREATE", "OST_DESTROY", "OST_PUNCH")
-        if mutable and c.readonly:
-            return reply("EROFS", why=f"{opc} on a read-only export"), None
-        obj = self.objects.get(oid)
+    def expect_handler(self, c: Client, opc: str, oid: int, valid: int = 0,
+                       **fields) -> tuple[Expect | AnyOf, callable]:
+        """What a well-formed body request should get, and the model change to make with its
+        reply (a function of the parsed reply, or None)."""
+        st = self.state
+        if opc in MUTABLE and c.is_readonly:
+            return reply("EROFS", why=f"{opc} on an export granted OBD_CONNECT_RDONLY"), None
         if opc == "OST_CREATE":
-            if obj is not None:
-                return reply("EEXIST", why="create of an existing object"), None
-            return reply(0, "nonzero" if c.replay_create else "zero", requirement="TGT-TRANSNO-2",
-                         why="create" + (" (REPLAY_CREATE negotiated)" if c.replay_create else "")), \
-                lambda: self.objects.__setitem__(oid, Obj())
+            return self._expect_create(c, oid)
         # the handlers check their arguments before they look the object up (ofd_setattr_hdl,
         # ofd_punch_hdl)
         if opc == "OST_PUNCH" and (valid & (MD["FLSIZE"] | MD["FLBLOCKS"])) != (MD["FLSIZE"] | MD["FLBLOCKS"]):
@@ -213,35 +238,69 @@ class Session:
             return reply("EPROTO", why="punch whose end is not OBD_OBJECT_EOF"), None
         if opc == "OST_SETATTR" and valid & MD["FLSIZE"] and fields.get("o_size", 0) != EOF:
             return reply("EPERM", why="truncation through setattr"), None
+        obj = st.objects.get(oid)
         if obj is None:
             return reply("ENOENT", why=f"{opc} of a missing object"), None
         if opc == "OST_GETATTR":
-            f = {"oa.o_size": obj.size, "oa.o_atime": obj.atime, "oa.o_mtime": obj.mtime,
-                 "oa.o_ctime": obj.ctime, "oa.o_mode&4095": obj.mode, "oa.o_uid": obj.uid,
-                 "oa.o_gid": obj.gid, f"oa.o_valid&{GETATTR_BITS}": GETATTR_BITS}
-            return reply(0, requirement="TGT-OBJ-1", why="getattr", struct="ost_body", fields=f), None
+            def seen(rep):
+                got = model.observed(rep)
+                if got is not None and oid in st.objects:
+                    st.objects[oid] = model.resolve(st.objects[oid], got)
+            return model.getattr_expect(obj), seen
         if opc == "OST_SETATTR":
-            def apply():
-                for attr, (fname, bit) in ATTRS.items():
-                    if attr != "size" and valid & bit:
-                        value = fields.get(fname, 0)
-                        setattr(obj, attr, value & 0o7777 if attr == "mode" else value)
-            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="setattr"), apply
+            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="setattr"), \
+                lambda rep: model.apply(st, opc, oid, valid, fields)
         if opc == "OST_PUNCH":
             return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="punch"), \
-                lambda: setattr(obj, "size", fields.get("o_size", 0))
+                lambda rep: model.apply(st, opc, oid, valid, fields)
         if opc == "OST_DESTROY":
-            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="destroy"), lambda: self.objects.pop(oid)
+            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="destroy"), \
+                lambda rep: model.apply(st, opc, oid)
         if opc == "OST_SYNC":
-            return reply(0, why="sync"), None
+            return reply(0, why="sync (commits nothing the suite may count on)"), None
         raise ValueError(opc)
+
+    def _expect_create(self, c: Client, n: int) -> tuple[Expect | AnyOf, callable]:
+        """OST_CREATE of id `n` (docs/target-rules.md §3): a precreate up to `n`; never
+        -EEXIST; the reply's id M is in (L, n] when n > L, else L+1 or n; a transno exactly
+        when REPLAY_CREATE is in force and objects were made.  -ENOSPC and -EPERM are allowed
+        refusals (no space, creation disabled) when `allow_create_refusal`."""
+        st = self.state
+        last = st.last_id
+        refusals = [("refused-enospc", reply("ENOSPC", requirement="TGT-OBJ-1", why="create refused: no space")),
+                    ("refused-eperm", reply("EPERM", requirement="TGT-OBJ-1", why="create refused: disabled"))] \
+            if self.allow_create_refusal else []
+        rc = c.creates_take_transnos
+        if last is None:
+            # LAST_ID unknown: only the status is judged; the reply tells LAST_ID
+            alts = [("created", reply(0, "any", requirement="TGT-OBJ-1", why="create (LAST_ID not known yet)"))]
+        else:
+            transno = "nonzero" if rc and n > last else "zero"
+            why = ("create above LAST_ID" if n > last else "create at or below LAST_ID: nothing is made") + \
+                  (" (REPLAY_CREATE in force)" if rc else "")
+            alts = []
+            for m in model.expected_create_id(last, n):
+                ref = self.ref(m)
+                alts.append((f"id-{m - last:+d}" if n > last else "nothing",
+                             reply(0, transno, requirement="TGT-OBJ-1" if transno == "zero" or n <= last else "TGT-TRANSNO-2",
+                                   why=why, struct="ost_body", fields={OBJECT_ID: ref if ref is not None else m})))
+        expect = AnyOf(alts + refusals) if len(alts) + len(refusals) > 1 else alts[0][1]
+
+        def made(rep):
+            if rep is None or rep.body["pb_type"] != wire.REPLY or rep.status != 0:
+                return
+            learning = st.last_id is None
+            model.create(st, n, reply_object_id(rep))
+            if learning and st.last_id is not None and self.base_step is None:
+                self.base_step, self.base = len(self.steps), st.last_id
+        return expect, made
 
     def body_op(self, c: Client, opc: str, oid: int, valid: int = 0, note: str = "", lose: bool = False, **fields):
         exp, apply = self.expect_handler(c, opc, oid, valid, **fields)
         xid, data = c.request(opc, [ost_body(oid, valid, **fields)])
         if lose:
             c.unreplied.add(xid)
-        rep = self.send(c, xid, data, exp, note or opc)
+        rep = self.send(c, xid, data, exp, note or opc, oid=oid)
         if apply:
-            apply()
+            apply(rep)
         return xid, data, len(self.steps), rep

@@ -3,19 +3,21 @@
 (harness/ost/scenario.py).
 
 A step is a request sent by a client and the reply (or the drop) it got, judged against
-what the step expects (an Expect), against the invariants every reply must keep
-(harness/ost/invariants.py) and, for a resend, against the reply of the step it resends.
-The judge also remembers what later steps need: every step's reply (for resends and for
-replayed transnos), the highest last-committed value each client was sent, the export
-cookie each client's last successful connect gave, and the steps whose reply is deferred
-(recovery) until it arrives.
+what the step expects (an Expect, or an AnyOf listing several allowed outcomes), against the
+invariants every reply must keep (harness/ost/invariants.py) and, for a resend, against the
+reply of the step it resends.  The judge also remembers what later steps need: every step's
+reply (for resends and for replayed transnos), the outcome each step matched (`if_outcome`),
+LAST_ID after each successful create (object ids written "@N+K"), the highest last-committed
+value each client was sent, the export cookie and the connect flags each client's last
+successful connect gave, and the steps whose reply is deferred (recovery) until it arrives.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from ptlrpc_conformance.harness.ost import wire
-from ptlrpc_conformance.harness.ost.client import Expect
+from ptlrpc_conformance.harness.ost.client import (AnyOf, Expect, check_any, granted_flags, last_id_after_create,
+                                                   parse_ref, reply_object_id, request_object_id)
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker, resend_problems
 
 
@@ -27,6 +29,10 @@ def connect_cookie(rep: wire.Message | None) -> int | None:
     return None
 
 
+class Unresolved(ValueError):
+    """An "@N+K" value whose step N gave no LAST_ID (it was not a successful create)."""
+
+
 @dataclass
 class StepJudge:
     """The judge of one run's steps, numbered from 1.  `reconstruct`: resends must be
@@ -34,23 +40,47 @@ class StepJudge:
     reconstruct: bool = False
     checker: TargetChecker = field(init=False)
     replies: dict[int, wire.Message | None] = field(default_factory=dict)    # step -> its reply, parsed
+    outcomes: dict[int, str] = field(default_factory=dict)     # step -> the outcome its reply matched
+    last_ids: dict[int, int] = field(default_factory=dict)     # create step -> LAST_ID after it
     committed: dict[str, int] = field(default_factory=dict)    # client -> highest pb_last_committed sent to it
     cookies: dict[str, int] = field(default_factory=dict)      # client -> cookie of its last connect
+    granted: dict[int, tuple[int, int]] = field(default_factory=dict)   # connect step -> (flags, flags2) granted
     waiting: dict[tuple[str, int], int] = field(default_factory=dict)   # (client, xid) -> step, reply deferred
+    arrivals: list[int] = field(default_factory=list)          # steps in the order their replies were judged
+    sent: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)   # (client, xid) -> (last step, its rule)
+    batch: dict[int, int] = field(default_factory=dict)        # step -> the exchange (or op) whose result held its reply
+    current_batch: int = 0                                     # set by the driver before each exchange's replies
 
     def __post_init__(self):
         self.checker = TargetChecker(reconstruct=self.reconstruct)
 
+    def value_of(self, ref: str) -> int:
+        """The value of "@N+K": LAST_ID after create step N, plus K."""
+        n, k = parse_ref(ref)
+        if n not in self.last_ids:
+            raise Unresolved(f"{ref}: step {n} is not a successful OST_CREATE, so it gave no LAST_ID")
+        return self.last_ids[n] + k
+
     def judge(self, n: int, client: str, xid: int, request: bytes, reply: bytes | None,
-              expect: Expect | None = None, same_as: int | None = None) -> tuple[wire.Message | None, list[str]]:
+              expect: Expect | AnyOf | None = None, same_as: int | None = None) -> tuple[wire.Message | None, list[str]]:
         """Judge step `n`, `client`'s request `xid` and its reply (None: dropped): (the
         reply parsed, or None; the problems found, each "RULE: text")."""
         problems = [f"{v.rule}: {v.message}" for v in self.checker.observe(client, xid, request, reply, n)]
+        if expect is not None and expect.refs():
+            try:
+                expect = expect.resolve(self.value_of)
+            except Unresolved as e:
+                problems.append(f"TGT-OBJ-1: cannot judge the step: {e}")
+                expect = None
         if expect is not None:
-            found, rep = expect.check(reply)
-            problems += found
+            rule = expect.requirement if isinstance(expect, Expect) else expect.alternatives[0][1].requirement
+            self.sent[(client, xid)] = (n, rule)
+        found, rep, outcome = check_any(expect, reply)
+        problems += found
+        if outcome is not None:
+            self.outcomes[n] = outcome
         else:
-            rep, _ = wire.try_parse(reply, "reply")
+            self.outcomes.pop(n, None)      # a reply with problems has no outcome (not even "waiting")
         if same_as is not None:
             original = self.replies.get(same_as)
             if original is None:
@@ -58,11 +88,22 @@ class StepJudge:
             else:
                 problems += [f"{rule}: {msg}" for rule, msg in resend_problems(original, rep, self.reconstruct)]
         self.replies[n] = rep
+        self.arrivals.append(n)
+        self.batch[n] = self.current_batch or n
         if rep is not None and rep.body["pb_type"] == wire.REPLY:
             self.committed[client] = max(self.committed.get(client, 0), rep.body["pb_last_committed"])
         cookie = connect_cookie(rep)
         if cookie is not None:
             self.cookies[client] = cookie
+            got = granted_flags(rep)
+            if got is not None:
+                self.granted[n] = got
+        if rep is not None and rep.body["pb_type"] == wire.REPLY and rep.status == 0 \
+                and rep.body["pb_opc"] == wire.C("OST_CREATE"):
+            sent = request_object_id(wire.try_parse(request, "request")[0])
+            got_id = reply_object_id(rep)
+            if sent is not None and got_id is not None:
+                self.last_ids[n] = last_id_after_create(sent, got_id)
         return rep, problems
 
     def defer(self, n: int, client: str, xid: int) -> None:
@@ -76,7 +117,9 @@ class StepJudge:
         for client, xid, data in deferred:
             n = self.waiting.pop((client, xid), None)
             if n is None:
-                problems.append(f"a deferred reply to {client} xid {xid} that no step is waiting for")
+                step, rule = self.sent.get((client, xid), (None, "RCV-REPLAY-1"))
+                problems.append(f"{rule}: a deferred reply to {client} xid {xid} that no step is waiting for "
+                                + (f"(step {step} was dropped or answered already)" if step else "(no such request)"))
             else:
                 matched.append((n, data))
         return matched, problems
@@ -92,8 +135,8 @@ class StepJudge:
         rep = self.replies.get(n)
         return rep.body["pb_transno"] if rep is not None else 0
 
-    def restart(self) -> None:
-        self.checker.restart()
+    def restart(self, commit_point: int | None = None) -> None:
+        self.checker.restart(commit_point)
 
     def recovery_ended(self) -> None:
         self.checker.recovery_ended()

@@ -9,13 +9,28 @@ A trace is JSON Lines, one record per request in the order the target received t
 restart and of the end of its recovery; without them a restart is inferred from a connect
 reply with MSG_CONNECT_RECOVERING.  A pcap of LNet over TCP is read by harness/capture/pcap.py
 (pairing requests and replies by match bits).
+
+A capture holds the traffic of a whole file system: the MGS, MDTs and OSTs, on one server or
+several (docs/target-rules.md §6).  Records that name a `portal` (every pcap record; JSON
+Lines records may carry `portal` and `server` too) are first split per target: a connect
+names its target in buffer 1 and its reply returns the cookie later requests carry in
+`pb_handle`, keyed by server; only OST targets (connected with OST_CONNECT) are judged, each
+with a checker of its own.  Records that cannot be attributed are counted, not judged;
+opcodes the rules do not model are judged on everything but TGT-TRANSNO-2 and counted.
+Exchanges that overlap (several requests in flight: a request sent before an earlier reply
+was captured) are judged on transno order and last_committed growth only against replies
+captured before them.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import pathlib
+from dataclasses import dataclass, field
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.capture import pcap
+from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker, Violation
 
 PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
@@ -67,6 +82,14 @@ def read_jsonl(path: str | pathlib.Path) -> list[dict]:
         if not isinstance(xid, int) or isinstance(xid, bool) or xid < 0:
             raise TraceError(f"{where}: 'xid' must be a non-negative integer")
         out = {"client": client, "xid": xid, "line": n}
+        for key in ("portal", "server"):
+            if key in rec:
+                ok = isinstance(rec[key], int) and not isinstance(rec[key], bool) and rec[key] >= 0 \
+                    if key == "portal" else isinstance(rec[key], str) and rec[key]
+                if not ok:
+                    raise TraceError(f"{where}: '{key}' must be " + ("a non-negative integer" if key == "portal"
+                                                                     else "a non-empty string"))
+                out[key] = rec[key]
         for key, nullable in (("request", False), ("reply", True)):
             value = rec.get(key)
             if value is None:
@@ -109,14 +132,139 @@ def read(path: str | pathlib.Path) -> list[dict]:
     return records
 
 
-def check(records: list[dict]) -> list[Violation]:
-    checker = TargetChecker()
-    out: list[Violation] = []
+@dataclass
+class Result:
+    """What check-trace found: the violations, and how much of the trace it judged."""
+    violations: list[Violation] = field(default_factory=list)
+    exchanges: int = 0              # request records (events aside)
+    judged: int = 0                 # exchanges judged by the target rules
+    unmodelled: int = 0             # of those, opcodes the rules do not model (not judged on TGT-TRANSNO-2)
+    other_targets: int = 0          # exchanges with targets that are not OSTs (MGS, MDT)
+    unattributed: int = 0           # exchanges no connect in the trace names the target of
+    targets: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        out = f"{self.exchanges} exchanges, {len(self.violations)} violations"
+        parts = [f"{self.judged} judged" + (f" on {len(self.targets)} OST target(s)" if self.targets else "")]
+        if self.unmodelled:
+            parts.append(f"{self.unmodelled} of opcodes the target rules do not model (not judged on transnos)")
+        if self.other_targets:
+            parts.append(f"{self.other_targets} with other targets (MGS, MDT: not judged)")
+        if self.unattributed:
+            parts.append(f"{self.unattributed} not attributed to a target (no connect seen: not judged)")
+        return out + " (" + "; ".join(parts) + ")"
+
+
+_CONNECTS = {spec.constant("OST_CONNECT"): "ost", spec.constant("MDS_CONNECT"): "mdt",
+             spec.constant("MGS_CONNECT"): "mgs"}
+
+
+def _service(portal) -> str | None:
+    """The kind of service a request portal belongs to (spec/target.yaml `portals`)."""
+    row = spec.target()["portals"]["requests"].get(portal)
+    return row["service"] if row else None
+
+
+def _uuid(buf: bytes) -> str:
+    return buf.split(b"\0", 1)[0].decode("latin-1")
+
+
+def _split(records: list[dict]) -> tuple[dict, Result]:
+    """Records attributed to OST targets: {target: [(client name, record)]} in order."""
+    result = Result()
+    targets: dict[tuple, list] = {}
+    cookies: dict[tuple, tuple] = {}            # (server, cookie) -> (target, kind, client name)
     for r in records:
-        if r.get("event") == "restart":
-            checker.restart()
-        elif r.get("event") == "recovery_end":
-            checker.recovery_ended()
+        if "event" in r:
+            for recs in targets.values():
+                recs.append((None, r))
+            continue
+        result.exchanges += 1
+        server = r.get("server", "")
+        req, _ = wire.try_parse(r["request"], "request")
+        if req is None:
+            result.unattributed += 1
+            continue
+        opc = req.body["pb_opc"]
+        if opc in _CONNECTS and len(req.buffers) >= 3:
+            target = (server, _uuid(req.buffers[1]))
+            name = f"{r['client']} {_uuid(req.buffers[2])}"
+            kind = _CONNECTS[opc]
+            rep, _ = wire.try_parse(r["reply"], "reply")
+            if rep is not None and rep.body["pb_type"] == wire.REPLY and rep.status == 0 and rep.body["pb_handle"]:
+                cookies[(server, rep.body["pb_handle"])] = (target, kind, name)
         else:
-            out += checker.observe(r["client"], r["xid"], r["request"], r["reply"], r["line"])
-    return out
+            found = cookies.get((server, req.body["pb_handle"])) if req.body["pb_handle"] else None
+            if found is None:
+                result.unattributed += 1
+                continue
+            target, kind, name = found
+        if kind != "ost" or _service(r.get("portal")) in ("mgs", "mdt"):
+            result.other_targets += 1   # an MGS or MDT target, or a request on their portals
+            continue
+        targets.setdefault(target, []).append((name, r))
+    return targets, result
+
+
+def check_trace(records: list[dict]) -> Result:
+    """Judge a trace (docs/check-trace.md).  Records without a `portal` are one target's
+    exchanges, one at a time (a trace the suite wrote); with one, they are split per target
+    first and may overlap."""
+    if not any("portal" in r for r in records if "event" not in r):
+        checker = TargetChecker()
+        result = Result(exchanges=sum(1 for r in records if "event" not in r))
+        for r in records:
+            if r.get("event") == "restart":
+                checker.restart()
+            elif r.get("event") == "recovery_end":
+                checker.recovery_ended()
+            else:
+                result.violations += checker.observe(r["client"], r["xid"], r["request"], r["reply"], r["line"])
+        result.judged = result.exchanges
+        result.unmodelled = checker.unmodelled
+        return result
+    targets, result = _split(records)
+    for (server, uuid), recs in targets.items():
+        result.targets.append(f"{uuid}@{server}" if server else uuid)
+        checker = TargetChecker()
+        timed = [(n, r) for n, r in recs if n is not None]
+        # the highest transno of any request sent before each reply was captured (TGT-TRANSNO-3)
+        sends = sorted((_sent(r), _transno(r)) for _, r in timed)
+        times = [at for at, _ in sends]
+        highest, top = [], 0
+        for _, t in sends:
+            top = max(top, t)
+            highest.append(top)
+        for name, r in recs:
+            if name is None:
+                if r["event"] == "restart":
+                    checker.restart()
+                else:
+                    checker.recovery_ended()
+                continue
+            done = _answered(r)
+            k = bisect.bisect_left(times, done)
+            ceiling = highest[k - 1] if k else 0
+            result.violations += checker.observe(name, r["xid"], r["request"], r["reply"], r["line"],
+                                                 sent_at=_sent(r), answered_at=done, ceiling=ceiling)
+            result.judged += 1
+        result.unmodelled += checker.unmodelled
+    result.violations.sort(key=lambda v: v.record)
+    return result
+
+
+def _sent(r: dict) -> int:
+    return r.get("packet", r["line"])
+
+
+def _answered(r: dict) -> int:
+    return r.get("reply_packet", _sent(r))
+
+
+def _transno(r: dict) -> int:
+    rep, _ = wire.try_parse(r["reply"], "reply")
+    return rep.body["pb_transno"] if rep is not None else 0
+
+
+def check(records: list[dict]) -> list[Violation]:
+    return check_trace(records).violations

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from ptlrpc_conformance import __version__
+from ptlrpc_conformance.harness.data.vectors import SCENARIO_FORMAT
 from ptlrpc_conformance.harness.options import reproduce_argv
 from ptlrpc_conformance.harness.verdicts.level import level
 from ptlrpc_conformance.spec import LUSTRE_VERSION
@@ -340,7 +341,7 @@ def write_reproducers(report: dict, directory: pathlib.Path) -> list[str]:
             continue
         directory.mkdir(parents=True, exist_ok=True)
         if scenario:           # a target case: the shrunk exchanges, as a scenario vector
-            doc = {"format": "ptlrpc-conformance-scenarios/1",
+            doc = {"format": SCENARIO_FORMAT,
                    "scenarios": [dict(scenario, id=f"repro.{c['id']}".replace("..", "."))]}
             path = directory / f"{c['id']}.yaml"
             path.write_text(yaml.dump(doc, Dumper=SAFE_DUMPER, sort_keys=False, allow_unicode=True, width=120), encoding="utf-8")

@@ -102,9 +102,11 @@ def select(ids: list[str], requirements: list[str]):
 
 
 def command(m, out_dir: pathlib.Path, examples: int, seed: int | None, keyword: str | None = None) -> list[str]:
+    # --strict: a failing SHOULD case fails the run too (a mutant of a SHOULD requirement,
+    # CKSUM-1, is killed by its cases like any other)
     cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify",
            "--iut", m.iut, "--out", str(out_dir),
-           "--examples", str(examples), "-q"]
+           "--examples", str(examples), "-q", "--strict"]
     for area in m.areas:
         cmd += ["--area", area]
     if m.profile:

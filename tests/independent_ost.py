@@ -1,0 +1,603 @@
+"""An OST target written from docs/target-rules.md alone, independent of the bundled reference
+(reference/target.py): its own message packer and parser, its own state, and different
+choices wherever the rules allow several outcomes — so that the suite is shown to accept
+what the rules allow, not what the reference happens to do.
+
+Its choices (each a member of a set the rules allow):
+
+- replies in big-endian byte order (the suite sends little-endian requests);
+- LAST_ID starts at 5 on a fresh target; a create makes at most two objects (it "stops
+  early", docs/target-rules.md §3) and each object is a transaction of its own (several
+  transnos per create with REPLAY_CREATE; the reply carries the last);
+- transnos start at (3 << 32) + 100 and grow by 2 (gaps); a transaction commits once three
+  newer ones exist; OST_SYNC commits nothing; the end of recovery commits everything;
+- a ZFS-like back-end: a punch never changes mtime by itself; projid is dropped silently and
+  OST_GETATTR never reports OBD_MD_FLPROJID (no project accounting);
+- resends and replays of committed transactions run again (Lustre's OST: no saved replies);
+- `restart` reports no commit point; the replay queue's gap rule does the work (no transno
+  is ever the next expected one, cp + 1, since transnos grow by 2);
+- with `forget=True`, a restart forgets the clients none of whose transactions committed.
+
+Load it with --iut python:independent_ost:testee (tests/ on sys.path).
+"""
+from __future__ import annotations
+
+import copy
+import struct
+from dataclasses import dataclass, field
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.verdicts import structs as S
+
+C = spec.constant
+BODY = {f.name: f for f in spec.layout("ptlrpc_body_v3").fields}
+UNSWABBED = set(spec.facts()["unswabbed"]["ptlrpc_body_v3"])
+OST_BODY = {leaf.name: leaf for leaf in S.leaves("ost_body") if leaf.first_view}
+OCD = {leaf.name: leaf for leaf in S.leaves("obd_connect_data") if leaf.first_view}
+MAGIC, MAGIC_SWABBED = C("LUSTRE_MSG_MAGIC_V2"), C("LUSTRE_MSG_MAGIC_V2_SWABBED")
+REQUEST, REPLY, ERR = C("PTL_RPC_MSG_REQUEST"), C("PTL_RPC_MSG_REPLY"), C("PTL_RPC_MSG_ERR")
+RESENT, REPLAY = C("MSG_RESENT"), C("MSG_REPLAY")
+REQ_DONE, LOCK_DONE = C("MSG_REQ_REPLAY_DONE"), C("MSG_LOCK_REPLAY_DONE")
+FL = {n: C("OBD_MD_FL" + n) for n in ("ID", "GROUP", "SIZE", "BLOCKS", "ATIME", "MTIME", "CTIME", "TYPE", "MODE",
+                                      "UID", "GID", "PROJID", "FLAGS", "DATAVERSION")}
+EOF_ = C("OBD_OBJECT_EOF")
+REPLY_STATUSES = {"ENOSPC", "EACCES", "EPERM", "ENOENT", "EINPROGRESS", "EDQUOT", "EROFS"}
+GRANTABLE = (C("OBD_CONNECT_FULL20") | C("OBD_CONNECT_VERSION") | C("OBD_CONNECT_GRANT") | C("OBD_CONNECT_FLAGS2")
+             | C("OBD_CONNECT_AT") | C("OBD_CONNECT_FID"))
+FID_SEQ_IDIF = C("FID_SEQ_IDIF")
+FRESH_MODE = 0o107666
+OPS = {C(name): dict(row, name=name, version=C(row["version"])) for name, row in spec.target()["opcodes"].items()}
+TARGET_UUID = spec.target()["target_uuid"]
+
+
+def errno(name: str) -> int:
+    return -spec.errno_value(name)
+
+
+def r8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+# ---- the wire ---------------------------------------------------------------------------------
+
+class Drop(Exception):
+    """The request is dropped: no reply."""
+
+
+def parse(data: bytes) -> tuple[str, dict, list[bytes], int]:
+    """(byte order, ptlrpc_body fields, buffers, lm_flags) of a request; Drop if it does not
+    unpack (row 1)."""
+    if len(data) < 32:
+        raise Drop
+    magic = struct.unpack_from("<I", data, 8)[0]
+    order = "<" if magic == MAGIC else ">" if magic == MAGIC_SWABBED else None
+    if order is None:
+        raise Drop
+    count = struct.unpack_from(order + "I", data, 0)[0]
+    if not 1 <= count <= 32 or len(data) < 32 + 4 * count:
+        raise Drop
+    lens = struct.unpack_from(order + f"{count}I", data, 32)
+    at = r8(32 + 4 * count)
+    buffers = []
+    for n in lens:
+        if n > 1 << 20 or at + r8(n) > len(data):
+            raise Drop
+        buffers.append(data[at:at + n])
+        at += r8(n)
+    if len(buffers[0]) < 152:
+        raise Drop
+    b0 = buffers[0]
+    body = {}
+    for name, f in BODY.items():
+        if f.offset + f.size > len(b0) or name in ("pb_jobid",):
+            continue
+        if name == "pb_pre_versions":
+            body[name] = list(struct.unpack_from(order + "4Q", b0, f.offset))
+            continue
+        o = "<" if name in UNSWABBED else order
+        body[name] = struct.unpack_from(o + {2: "H", 4: "I", 8: "Q"}[f.size], b0, f.offset)[0]
+    if body["pb_version"] & 0xFFFF != C("PTLRPC_MSG_VERSION"):
+        raise Drop
+    flags = struct.unpack_from(order + "I", data, 20)[0]
+    return order, body, buffers, flags
+
+
+def pack(order: str, body: dict, buffers: list[bytes]) -> bytes:
+    """A reply in `order`: header, a 184-byte ptlrpc_body, buffers (already in `order`)."""
+    b0 = bytearray(184)
+    for name, value in body.items():
+        f = BODY[name]
+        if name == "pb_pre_versions":
+            struct.pack_into(order + "4Q", b0, f.offset, *value)
+        else:
+            o = "<" if name in UNSWABBED else order
+            struct.pack_into(o + {2: "H", 4: "I", 8: "Q"}[f.size], b0, f.offset, value & ((1 << 8 * f.size) - 1))
+    bufs = [bytes(b0)] + buffers
+    head = bytearray(r8(32 + 4 * len(bufs)))
+    struct.pack_into(order + "I", head, 0, len(bufs))
+    struct.pack_into(order + "I", head, 8, MAGIC)
+    struct.pack_into(order + "I", head, 20, C("MSGHDR_AT_SUPPORT"))
+    struct.pack_into(order + f"{len(bufs)}I", head, 32, *(len(b) for b in bufs))
+    return bytes(head) + b"".join(b + bytes(r8(len(b)) - len(b)) for b in bufs)
+
+
+def get_fields(table: dict, order: str, raw: bytes) -> dict:
+    out = {}
+    for name, leaf in table.items():
+        if leaf.count is None and leaf.size in (1, 2, 4, 8) and leaf.offset + leaf.size <= len(raw):
+            out[name] = struct.unpack_from(order + {1: "B", 2: "H", 4: "I", 8: "Q"}[leaf.size], raw, leaf.offset)[0]
+    return out
+
+
+def put_fields(table: dict, size: int, order: str, values: dict) -> bytes:
+    out = bytearray(size)
+    for name, value in values.items():
+        leaf = table[name]
+        struct.pack_into(order + {1: "B", 2: "H", 4: "I", 8: "Q"}[leaf.size], out, leaf.offset,
+                         value & ((1 << 8 * leaf.size) - 1))
+    return bytes(out)
+
+
+def reply_body(order: str, oid: int | None, valid: int, **fields) -> bytes:
+    """An ost_body naming object `oid` in FID (IDIF) form, read as a lu_fid {u64, u32, u32}."""
+    values = {"oa.o_valid": valid}
+    values.update({f"oa.{k}": v for k, v in fields.items()})
+    raw = bytearray(put_fields(OST_BODY, 208, order, values))
+    if oid is not None:
+        struct.pack_into(order + "QII", raw, OST_BODY["oa.o_oi.oi.oi_id"].offset, FID_SEQ_IDIF | (oid >> 32) & 0xFFFF,
+                         oid & 0xFFFFFFFF, oid >> 48)
+    return bytes(raw)
+
+
+# ---- state ------------------------------------------------------------------------------------
+
+@dataclass
+class Export:
+    uuid: str
+    handle: int
+    cookie: int = 0
+    conn_cnt: int = 0
+    flags: int = 0
+    flags2: int = 0
+    last_xid: int = 0
+    last_trans_xid: int = 0
+    committed_xid: int = 0
+    last_committed: int = 0
+    req_done: bool = False
+    lock_done: bool = False
+    vbr_failed: bool = False
+
+
+@dataclass
+class Held:
+    exp: Export
+    xid: int
+    peer: str
+    order: str
+    body: dict
+    buffers: list
+
+
+@dataclass
+class Txn:
+    transno: int
+    uuid: str
+    xid: int
+    objects: dict                 # the live objects after it
+    last_id: int
+
+
+class Target:
+    def __init__(self, forget: bool = False):
+        self.forget = forget
+        self.reset()
+
+    def reset(self) -> None:
+        self.objects: dict[int, dict] = {}
+        self.last_id = 5
+        self.durable = ({}, 5)
+        self.pending: list[Txn] = []
+        self.last_transno = (3 << 32) + 100
+        self.last_committed = 0
+        self.exports: dict[str, Export] = {}
+        self.cookies: dict[int, Export] = {}
+        self.next_cookie = 0x1D00
+        self.recovering = False
+        self.next_recovery = 0
+        self.queue: list[Held] = []
+        self.lock_queue: list[Held] = []
+        self.final_queue: list[Held] = []
+        self.out: list[dict] = []
+
+    # -- transactions ----------------------------------------------------------------------
+    def transact(self, exp: Export, xid: int, replay_transno: int = 0) -> int:
+        if replay_transno:
+            t = replay_transno
+            self.last_transno = max(self.last_transno, t)
+        else:
+            self.last_transno += 2
+            t = self.last_transno
+        exp.last_trans_xid = xid
+        self.pending.append(Txn(t, exp.uuid, xid, copy.deepcopy(self.objects), self.last_id))
+        while len(self.pending) > 3:
+            self.commit(self.pending.pop(0))
+        return t
+
+    def commit(self, txn: Txn) -> None:
+        self.durable = (txn.objects, txn.last_id)
+        self.last_committed = max(self.last_committed, txn.transno)
+        exp = self.exports.get(txn.uuid)
+        if exp is not None:
+            exp.last_committed = max(exp.last_committed, txn.transno)
+            exp.committed_xid = txn.xid
+
+    def local(self) -> None:
+        """A local transaction (a create without REPLAY_CREATE): on disk at once."""
+        objects, _ = self.durable
+        objects = dict(objects)
+        for oid in range(self.durable[1] + 1, self.last_id + 1):
+            if oid in self.objects:
+                objects[oid] = copy.deepcopy(self.objects[oid])
+        self.durable = (objects, max(self.durable[1], self.last_id))
+
+    # -- the protocol operations ---------------------------------------------------------------
+    def exchange(self, data: bytes, xid: int, peer: str) -> dict:
+        self.out = []
+        self.current = None
+        try:
+            reply = self.receive(data, xid, peer)
+        except Drop:
+            reply = None
+        result = {"data": reply.hex() if reply is not None else None}
+        if self.out:
+            result["replies"] = self.out
+        return result
+
+    def restart(self) -> dict:
+        objects, last_id = self.durable
+        self.objects, self.last_id = copy.deepcopy(objects), last_id
+        self.pending = []
+        point = self.last_committed
+        self.last_transno = max(point, (self.last_transno >> 32) << 32)
+        self.cookies = {}
+        kept = {}
+        for uuid, exp in self.exports.items():
+            if self.forget and not exp.last_committed:
+                continue
+            kept[uuid] = Export(uuid, exp.handle, flags=exp.flags, flags2=exp.flags2, conn_cnt=exp.conn_cnt,
+                                last_committed=exp.last_committed, last_trans_xid=exp.committed_xid,
+                                committed_xid=exp.committed_xid)
+        self.exports = kept
+        self.queue, self.lock_queue, self.final_queue = [], [], []
+        self.recovering = bool(kept)
+        self.next_recovery = point + 1
+        if not kept:
+            self.new_epoch()
+        return {}                                   # no commit point reported
+
+    def end_recovery(self) -> dict:
+        self.out = []
+        self.current = None
+        if self.recovering:
+            for exp in list(self.exports.values()):
+                held = any(h.exp is exp for h in self.queue)
+                if not exp.cookie or (not exp.req_done and not held):
+                    self.evict(exp)
+            self.advance()
+        return {"replies": self.out}
+
+    def new_epoch(self) -> None:
+        while self.pending:
+            self.commit(self.pending.pop(0))
+        self.last_transno = ((self.last_transno >> 32) + 1) << 32
+
+    # -- receiving ----------------------------------------------------------------------------------
+    def receive(self, data: bytes, xid: int, peer: str) -> bytes | None:
+        order, body, buffers, lm_flags = parse(data)
+        if body["pb_type"] != REQUEST:
+            raise Drop                                                        # row 2
+        exp = self.cookies.get(body["pb_handle"]) if body["pb_handle"] else None
+        if exp is not None and body["pb_conn_cnt"] < exp.conn_cnt:
+            raise Drop                                                        # row 3
+        if exp is not None and not self.recovering and (body["pb_flags"] & (REPLAY | REQ_DONE) or body["pb_transno"]):
+            self.evict(exp)
+            return self.reject(order, body, "ENODEV")                         # row 4
+        if lm_flags & C("MSGHDR_AT_SUPPORT") and body["pb_timeout"] == 0:
+            raise Drop                                                        # row 5
+        if body["pb_opc"] == C("OST_CONNECT"):
+            return self.connect(order, body, buffers, peer)                   # row 6
+        if exp is None:
+            return self.reject(order, body, "ENOTCONN")                       # row 7
+        exp.last_xid = max(exp.last_xid, body["pb_last_xid"])
+        if (xid == 0 or xid <= exp.last_xid) and not body["pb_flags"] & REPLAY:
+            return self.reject(order, body, "EPROTO")                         # row 8
+        row = OPS.get(body["pb_opc"])
+        if row is None:
+            return self.reject(order, body, "EOPNOTSUPP")                     # row 9
+        if body["pb_version"] & 0xFFFF0000 != row["version"]:
+            return self.reject(order, body, "EINVAL")                         # row 10
+        if xid == exp.last_trans_xid and not body["pb_flags"] & (RESENT | REPLAY):
+            raise Drop                                                        # row 12
+        held = Held(exp, xid, peer, order, body, buffers)
+        if self.recovering:                                                   # row 11
+            if row["recovery"] == "refuse":
+                return self.reject(order, body, "EAGAIN")
+            if row["recovery"] == "queue":
+                return self.enqueue(held)
+        return self.process(held)
+
+    def enqueue(self, h: Held) -> bytes | None:
+        b = h.body
+        if b["pb_flags"] & LOCK_DONE:
+            h.exp.req_done = h.exp.lock_done = True
+            self.final_queue.append(h)
+        elif b["pb_flags"] & REQ_DONE:
+            h.exp.req_done = True
+            self.lock_queue.append(h)
+        elif not b["pb_transno"]:
+            return self.process(h)                    # not a replay: served at once
+        elif b["pb_transno"] < self.next_recovery:
+            return self.process(h)                    # below the next expected: at once
+        elif any(q.body["pb_transno"] == b["pb_transno"] for q in self.queue):
+            return None                               # its transno is held already: dropped
+        else:
+            self.queue.append(h)
+        self.current = h
+        self.current_reply = None
+        self.advance()
+        return self.current_reply
+
+    def advance(self) -> None:
+        if not self.recovering or any(not e.cookie for e in self.exports.values()):
+            return
+        while self.queue:
+            self.queue.sort(key=lambda q: q.body["pb_transno"])
+            first = self.queue[0]
+            replaying = [e for e in self.exports.values() if not e.req_done]
+            if not (first.body["pb_transno"] == self.next_recovery
+                    or all(any(q.exp is e for q in self.queue) for e in replaying)):
+                return
+            self.queue.pop(0)
+            self.next_recovery = first.body["pb_transno"] + 1
+            self.answer(first, self.process(first))
+        if any(not e.req_done for e in self.exports.values()):
+            return
+        for exp in [e for e in self.exports.values() if e.vbr_failed]:
+            self.evict(exp)
+        while self.lock_queue:
+            h = self.lock_queue.pop(0)
+            self.answer(h, self.ok(h))
+        if any(not e.lock_done for e in self.exports.values()):
+            return
+        self.recovering = False
+        self.new_epoch()
+        for e in self.exports.values():
+            e.req_done = e.lock_done = False
+        final, self.final_queue = self.final_queue, []
+        for h in final:
+            self.answer(h, self.ok(h))
+
+    def answer(self, h: Held, reply: bytes | None) -> None:
+        if h is getattr(self, "current", None):
+            self.current_reply = reply
+        elif reply is not None:
+            self.out.append({"client": h.peer, "xid": h.xid, "data": reply.hex()})
+
+    def evict(self, exp: Export) -> None:
+        self.exports.pop(exp.uuid, None)
+        self.cookies = {c: e for c, e in self.cookies.items() if e is not exp}
+        for q in (self.queue, self.lock_queue, self.final_queue):
+            q[:] = [h for h in q if h.exp is not exp]
+
+    # -- connections --------------------------------------------------------------------------------
+    def connect(self, order, body, buffers, peer) -> bytes:
+        if len(buffers) < 5 or buffers[1].split(b"\0")[0].decode("latin-1") != TARGET_UUID:
+            return self.reject(order, body, "ENODEV" if len(buffers) >= 5 else "EPROTO")
+        uuid = buffers[2].split(b"\0")[0].decode("latin-1")
+        handle = struct.unpack_from(order + "Q", buffers[3])[0]
+        ocd = get_fields(OCD, order, buffers[4])
+        cnt = body["pb_conn_cnt"]
+        exp = self.exports.get(uuid)
+        op_flags = C("MSG_CONNECT_REPLAYABLE")
+        if exp is None:
+            if self.recovering:
+                return self.reject(order, body, "EBUSY")
+            exp = self.exports[uuid] = Export(uuid, handle)
+        elif not exp.cookie:                             # remembered across a restart
+            if cnt == 1 or cnt <= exp.conn_cnt:
+                return self.reject(order, body, "EALREADY")
+        else:
+            if handle != exp.handle or cnt <= exp.conn_cnt:
+                return self.reject(order, body, "EALREADY")
+            op_flags |= C("MSG_CONNECT_RECONNECT")
+        if not exp.cookie:
+            self.next_cookie += 0x31
+            exp.cookie = self.next_cookie
+            self.cookies[exp.cookie] = exp
+        if self.recovering:
+            op_flags |= C("MSG_CONNECT_RECOVERING")
+        exp.conn_cnt, exp.handle, exp.last_xid = cnt, handle, 0
+        exp.flags = ocd.get("ocd_connect_flags", 0) & GRANTABLE
+        exp.flags2 = ocd.get("ocd_connect_flags2", 0) & C("OBD_CONNECT2_REPLAY_CREATE") \
+            if exp.flags & C("OBD_CONNECT_FLAGS2") else 0
+        granted = put_fields(OCD, 192, order, {"ocd_connect_flags": exp.flags, "ocd_connect_flags2": exp.flags2,
+                                                "ocd_version": 0x02113900})
+        reply = self.pack(order, body, REPLY, 0, exp, [granted], handle=exp.cookie, op_flags=op_flags)
+        self.advance()
+        return reply
+
+    # -- handlers -------------------------------------------------------------------------------
+    def reject(self, order, body, name) -> bytes:
+        kind = REPLY if name in REPLY_STATUSES else ERR
+        return self.pack(order, body, kind, errno(name), None, [])
+
+    def ok(self, h: Held) -> bytes:
+        return self.pack(h.order, h.body, REPLY, 0, h.exp, [])
+
+    def pack(self, order, body, kind, status, exp, buffers, transno=0, handle=0, op_flags=0) -> bytes:
+        return pack(order, {"pb_handle": handle, "pb_type": kind, "pb_version": C("PTLRPC_MSG_VERSION"),
+                            "pb_opc": body["pb_opc"], "pb_status": status, "pb_transno": transno,
+                            "pb_last_committed": exp.last_committed if exp is not None and kind == REPLY else 0,
+                            "pb_op_flags": op_flags, "pb_conn_cnt": exp.conn_cnt if exp else 0}, buffers)
+
+    def process(self, h: Held) -> bytes | None:
+        exp, b, order = h.exp, h.body, h.order
+        row = OPS[b["pb_opc"]]
+        name = row["name"]
+        if name == "OST_DISCONNECT":
+            reply = self.ok(h)
+            self.evict(exp)
+            return reply
+        if name in ("OBD_PING", "OST_STATFS"):
+            extra = [bytes(144)] if name == "OST_STATFS" else []
+            return self.pack(order, b, REPLY, 0, exp, extra)
+        if len(h.buffers) < 2 or len(h.buffers[1]) < 208:
+            return self.reject(order, b, "EFAULT")                            # row 13
+        oa = get_fields(OST_BODY, order, h.buffers[1])
+        valid = oa["oa.o_valid"]
+        lo = oa["oa.o_oi.oi.oi_id"]
+        hi = oa["oa.o_oi.oi.oi_seq"]
+        if hi == 0:
+            seq, oid = 0, lo & ((1 << 48) - 1)
+        elif FID_SEQ_IDIF <= lo < FID_SEQ_IDIF << 1:
+            seq, oid = 0, ((lo & 0xFFFF) << 32) | (hi & 0xFFFFFFFF)
+        else:
+            seq, oid = lo, hi & 0xFFFFFFFF
+        if (valid & FL["ID"] and oid == 0) or not (seq == 0 or seq == 2 or seq >= C("FID_SEQ_NORMAL")
+                                                   or FID_SEQ_IDIF <= seq < FID_SEQ_IDIF << 1):
+            return self.reject(order, b, "EPROTO")                            # row 14
+        if row["has_body"] and not valid & FL["ID"]:
+            return self.reject(order, b, "EPROTO")                            # row 15
+        return getattr(self, "h_" + name.lower())(h, oa, valid, oid)          # row 17
+
+    def done(self, h, status, oid, valid=FL["ID"] | FL["GROUP"], transno=0, **fields):
+        return self.pack(h.order, h.body, REPLY, status, h.exp, [reply_body(h.order, oid, valid, **fields)], transno)
+
+    def h_ost_create(self, h, oa, valid, n):
+        last, transno = self.last_id, 0
+        rc = h.exp.flags & C("OBD_CONNECT_FLAGS2") and h.exp.flags2 & C("OBD_CONNECT2_REPLAY_CREATE")
+        if n <= last:
+            m = last + 1 if n < last else n
+        else:
+            m = min(n, last + 2)                      # stops early after two objects
+            for i in range(last + 1, m + 1):
+                self.objects.setdefault(i, {"size": 0, "atime": 0, "mtime": 0, "ctime": 0, "mode": FRESH_MODE,
+                                            "uid": 0, "gid": 0, "version": 0})
+                self.last_id = i
+                if rc:
+                    transno = self.transact(h.exp, h.xid, h.body["pb_transno"] if h.body["pb_flags"] & REPLAY else 0)
+                else:
+                    self.local()
+        return self.done(h, 0, m, FL["ID"] | FL["GROUP"] | FL["SIZE"], transno, o_size=0x1FFFFFF)
+
+    def h_ost_getattr(self, h, oa, valid, oid):
+        o = self.objects.get(oid)
+        if o is None:
+            return self.done(h, errno("ENOENT"), oid)
+        bits = (FL["ID"] | FL["GROUP"] | FL["SIZE"] | FL["BLOCKS"] | FL["ATIME"] | FL["MTIME"] | FL["CTIME"] | FL["TYPE"]
+                | FL["MODE"] | FL["UID"] | FL["GID"] | FL["DATAVERSION"])
+        return self.done(h, 0, oid, bits, o_size=o["size"], o_blocks=1, o_atime=o["atime"], o_mtime=o["mtime"],
+                         o_ctime=o["ctime"], o_mode=o["mode"], o_uid=o["uid"], o_gid=o["gid"],
+                         o_data_version=o["version"])
+
+    def _replay(self, h):
+        return h.body["pb_transno"] if h.body["pb_flags"] & REPLAY else 0
+
+    def _vbr(self, h, o):
+        pre = h.body["pb_pre_versions"][0]
+        return bool(h.body["pb_flags"] & REPLAY and pre and pre != o["version"])
+
+    def h_ost_setattr(self, h, oa, valid, oid):
+        if valid & FL["SIZE"] and oa["oa.o_size"] != EOF_:
+            return self.done(h, errno("EPERM"), oid)
+        o = self.objects.get(oid)
+        if o is None:
+            return self.done(h, errno("ENOENT"), oid)
+        if self._vbr(h, o):
+            h.exp.vbr_failed = True
+            return self.done(h, errno("EOVERFLOW"), oid)
+        new = dict(o)
+        for attr in ("atime", "mtime", "ctime", "uid", "gid"):
+            if valid & FL[attr.upper()]:
+                new[attr] = oa[f"oa.o_{attr}"]
+        mask = (0o4000 if valid & FL["UID"] else 0) | (0o2000 if valid & FL["GID"] else 0) | \
+            (0o1000 if valid & FL["PROJID"] else 0)
+        perm = oa["oa.o_mode"] & 0o7777 if valid & FL["MODE"] else o["mode"] & 0o7777
+        new["mode"] = 0o100000 | (perm & ~(mask & o["mode"]))
+        self.objects[oid] = new
+        t = self.transact(h.exp, h.xid, self._replay(h))
+        return self.done(h, 0, oid, transno=t)
+
+    def h_ost_punch(self, h, oa, valid, oid):
+        if valid & (FL["SIZE"] | FL["BLOCKS"]) != FL["SIZE"] | FL["BLOCKS"]:
+            return self.pack(h.order, h.body, ERR, errno("EPROTO"), None, [])
+        if oa["oa.o_blocks"] != EOF_:
+            return self.done(h, errno("EPROTO"), None, 0)
+        o = self.objects.get(oid)
+        if o is None:
+            return self.done(h, errno("ENOENT"), oid, FL["ID"])
+        if self._vbr(h, o):
+            h.exp.vbr_failed = True
+            return self.done(h, errno("EOVERFLOW"), oid, FL["ID"])
+        new = dict(o, size=oa["oa.o_size"])
+        for attr in ("atime", "mtime", "ctime"):
+            if valid & FL[attr.upper()]:
+                new[attr] = oa[f"oa.o_{attr}"]
+        cleared = 0
+        if valid & FL["UID"] and o["mode"] & 0o4000:
+            new["uid"], cleared = oa["oa.o_uid"], cleared | 0o4000
+        if valid & FL["GID"] and o["mode"] & 0o2000:
+            new["gid"], cleared = oa["oa.o_gid"], cleared | 0o2000
+        if valid & FL["PROJID"] and o["mode"] & 0o1000:
+            cleared |= 0o1000                         # projid dropped (no project accounting)
+        new["mode"] = o["mode"] & ~cleared
+        self.objects[oid] = new
+        t = self.transact(h.exp, h.xid, self._replay(h))
+        new["version"] = t
+        self.pending[-1].objects[oid]["version"] = t
+        return self.done(h, 0, oid, FL["ID"], transno=t)
+
+    def h_ost_destroy(self, h, oa, valid, oid):
+        if oid not in self.objects:
+            return self.done(h, errno("ENOENT"), oid + 1, 0)
+        del self.objects[oid]
+        t = self.transact(h.exp, h.xid, self._replay(h))
+        return self.done(h, 0, oid + 1, 0, transno=t)
+
+    def h_ost_sync(self, h, oa, valid, oid):
+        if oid not in self.objects:
+            return self.done(h, errno("ENOENT"), None, 0)
+        return self.done(h, 0, oid)
+
+
+class Testee:
+    """Testee protocol v1 around the target, in process."""
+
+    def __init__(self, forget: bool = False):
+        self.forget = forget
+        self.target = Target(forget)
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        if op == "hello":
+            return {"ok": True, "result": {"name": "independent OST" + (" (forgets)" if self.forget else ""),
+                                           "version": "1", "capabilities": ["target", "restart"], "protocol": 1}}
+        if op == "exchange":
+            return {"ok": True, "result": self.target.exchange(bytes.fromhex(request["data"]), request["xid"],
+                                                               request["client"])}
+        if op == "reset":
+            self.target = Target(self.forget)
+            return {"ok": True, "result": {}}
+        if op == "restart":
+            return {"ok": True, "result": self.target.restart()}
+        if op == "end_recovery":
+            return {"ok": True, "result": self.target.end_recovery()}
+        return {"ok": False, "error": "EOPNOTSUPP", "detail": f"operation {op!r} is not supported"}
+
+
+def testee():
+    return Testee()
+
+
+def forgetful():
+    return Testee(forget=True)
