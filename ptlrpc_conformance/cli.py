@@ -38,6 +38,7 @@ from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.options import EXIT_FAIL, EXIT_IUT, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_USAGE, Parser
 from ptlrpc_conformance.harness.ost import trace
 from ptlrpc_conformance.harness.outputs import hexdump
+from ptlrpc_conformance.harness.verdicts import charges
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 
@@ -121,9 +122,12 @@ class _Observer:
 def _failing_line(case: dict) -> str:
     """One line for a failing case: its verdict, id, requirements and what went wrong (the
     expected and actual lines of its message, else the message's first line)."""
-    lines = [line.strip() for line in str(case.get("message") or "").splitlines() if line.strip()]
+    charged = tuple(f"{r} (" for r in case.get("failed_requirements") or ())
+    lines = [line.strip() for line in str(case.get("message") or "").splitlines()
+             if line.strip() and not line.startswith(charged or ("\0",))]     # not the requirement heading
     said = [" ".join(line.split()) for line in lines if line.startswith(("expected:", "actual:"))][:2]
-    text = "; ".join(said) if said else (" ".join(lines[0].split()) if lines else "")
+    problem = next((line for line in lines if charges.REQUIREMENT_ID.match(line)), None)   # "step N: RULE: text"
+    text = "; ".join(said) if said else " ".join((problem or (lines[0] if lines else "")).split())
     head = f"{case.get('verdict', '').upper():<5} {case.get('id')} [{','.join(case.get('requirements') or ())}]"
     line = f"{head} {text}".rstrip()
     return line if len(line) <= 220 else line[:219] + "…"

@@ -46,8 +46,9 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert re.search(rf"adapter \(tshark\): {rate} one at a time, {rate} pipelined", tshark), tshark
     assert re.search(rf"tshark's own rate: {rate} \(\d+ messages in one capture, start-up [\d.]+ s "
                      r"subtracted\); the adapter reaches \d+% of it", tshark), tshark
-    assert re.search(r"^  serial +[\d.]+ s +1 cases$", text, re.M)
+    assert re.search(r"^  serial +[\d.]+ s +1 cases   \(round 1\)$", text, re.M)
     assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
+    assert re.search(r"^  median serial: [\d.]+ s$", text, re.M)
     figures = json.loads(out.read_text())
     assert figures["format"] == "ptlrpc-conformance-bench/1" and figures["quick"] is True
     assert [r["label"] for r in figures["exec"]][:3] == ["echo, no decoding (raw pipe limit)",
@@ -55,6 +56,7 @@ def test_bench_quick_prints_every_section(tmp_path):
                                                          "C example (examples/c-testee)"]
     assert figures["in_process"]["pipelined"] > 0 and figures["exec"][0]["ratio"] > 0
     assert {r["mode"] for r in figures["suite"]["runs"]} == {"serial", "-n auto"}
+    assert set(figures["suite"]["median_s"]) == {"serial"} and figures["suite"]["ceiling"] == []   # --quick: one round
     assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
 
 
@@ -107,3 +109,10 @@ def test_bench_usage_errors_exit_2(args, text, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", *args],
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)    # --seconds nan once looped
     assert proc.returncode == 2 and text in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_bench_suite_rounds_must_be_positive():
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--suite-rounds", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--suite-rounds must be at least 1, not 0" in proc.stderr
+    assert "Traceback" not in proc.stderr

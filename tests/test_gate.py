@@ -75,7 +75,7 @@ def test_expired_entry_fails(run_cli, tmp_path, failures):
 
 def test_wildcard_and_requirement_entries(run_cli, tmp_path, failures):
     entries = [{"id": "framing.*.*.decode", "reason": "policy"}, {"id": "framing.*.*.*.decode", "reason": "policy"},
-               {"id": "ENC-CANON-1", "reason": "our encoder is not canonical"}]
+               {"id": "ENC-LENGTH-1", "reason": "our encoder does not pad the header"}]
     run = run_cli(*FAILING_IUT, "--known-failures", write(tmp_path / "kf.yaml", entries))
     assert run.rc == 0, run.stdout[-3000:]
 
@@ -228,3 +228,21 @@ def test_known_failures_options_are_checked_before_the_run(run_cli, args, text):
     run = run_cli(*args)
     assert run.rc == 2 and text in run.stderr and "Traceback" not in run.stderr
     assert not (run.out / "report.json").exists()
+
+
+def test_a_requirement_entry_covers_the_failures_charged_to_it():
+    """`- id: REQ` accepts failures charged to REQ (failed_requirements), wherever the case
+    lists it; a case that lists REQ but failed on another requirement is a new failure."""
+    entry = gate.Entry("TGT-CONN-2", "known")
+    charged_elsewhere = {"id": "target.conn.stale-count.exchange", "verdict": "fail",
+                         "requirements": ["TGT-CONN-2"], "failed_requirements": ["TGT-ERR-2"]}
+    r = gate.evaluate([entry], [charged_elsewhere])
+    assert r.new == [("target.conn.stale-count.exchange", "")] and r.stale == [entry]
+    charged_here = {"id": "target.stateful.exchange.1", "verdict": "fail", "requirements": ["TGT-DROP-1"],
+                    "failed_requirements": ["TGT-CONN-2"]}
+    r = gate.evaluate([entry], [charged_here])
+    assert r.known == ["target.stateful.exchange.1"] and not r.new
+    passing = {"id": "target.conn.stale-count.exchange", "verdict": "pass", "requirements": ["TGT-CONN-2"],
+               "failed_requirements": []}
+    r = gate.evaluate([entry], [passing])
+    assert r.stale == [entry] and not r.new

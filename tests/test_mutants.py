@@ -25,22 +25,6 @@ AREAS = {"framing", "structs", "protocol", "target", "recovery"}
 # its mutant joins the zoo; the test below fails if the set and the zoo disagree.
 AWAITING_A_SEAM: dict[str, str] = {}
 
-# Mutants whose failure the target suites charge to another requirement than the mutant's own,
-# because the expectation or invariant that catches them names that one: the fix is in the
-# target suites and harness/ost (their owner's), not in the report.  A mutant leaves this set
-# when its failure is charged to its requirement; the test below fails if the set and the zoo
-# disagree.
-AWAITING_TARGET_ATTRIBUTION: dict[str, str] = {
-    "target_resend_new_transno": "the stateful resend rule (suites/test_target.py) reports a resend "
-                                 "judged as a new request with the request's TGT-ERR-2/TGT-TRANSNO-2 "
-                                 "lines; they should be TGT-RESEND-1 problems",
-    "target_stale_conn_cnt_served": "the drop of a stale pb_conn_cnt is expected and checked as TGT-DROP-1 "
-                                    "(client.dropped, invariants must_drop), which TGT-CONN-2 states too",
-    "target_no_recovering_flag": "a reconnect during recovery without MSG_CONNECT_RECOVERING is flagged "
-                                 "TGT-CONN-1 by the invariants (harness/ost/invariants.py), not RCV-CONN-1",
-}
-
-
 def test_every_mutant_names_a_known_requirement_area_and_profile():
     reqs = registry.requirements()
     default, profiles = registry.profiles()
@@ -151,10 +135,7 @@ def test_every_mutant_is_charged_to_its_own_requirement(zoo):
     _, doc, _ = zoo
     uncharged = {m["id"]: (m["requirement"], m["failing_requirements"]) for m in doc["mutants"]
                  if m["requirement"] not in m["failing_requirements"]}
-    assert set(uncharged) == set(AWAITING_TARGET_ATTRIBUTION), (
-        f"mutants whose report does not list their requirement as failing: "
-        f"{ {k: v for k, v in uncharged.items() if k not in AWAITING_TARGET_ATTRIBUTION} }; "
-        f"listed as awaiting the target suites but charged now: {sorted(set(AWAITING_TARGET_ATTRIBUTION) - set(uncharged))}")
+    assert not uncharged, f"mutants whose report does not list their requirement as failing: {uncharged}"
 
 
 def test_the_zoo_run_prints_the_table_and_scores(zoo):

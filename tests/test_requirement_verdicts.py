@@ -197,6 +197,8 @@ def test_should_failures_are_warnings_unless_strict(run_cli):
     assert r["exit_status"] == 0 and r["summary"]["fail"] > 0
     assert r["level"]["status"] == "conformant" and r["level"]["failing_should"] == ["CKSUM-1"]
     assert "Warning: SHOULD requirements not met" in (warned.out / "report.html").read_text()
+    assert "failing SHOULD requirements: 1 (warnings: they change the exit status only with --strict)" \
+        in warned.stdout
     message = warned.case("framing.cksum.v2-body.decode")["message"]
     assert message.startswith("CKSUM-1 (SHOULD): The checksum of a message")
     assert message.splitlines()[1].startswith("framing.cksum.v2-body: ")

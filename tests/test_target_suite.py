@@ -581,3 +581,28 @@ def test_format_2_problems_name_the_step(tmp_path, change, message):
     with pytest.raises(Exception) as e:
         scen.load_all([str(f)])
     assert any(message in p for p in e.value.problems), e.value.problems
+
+
+# ---- which requirement a target failure is charged to (issue 15) -------------------------------
+
+def test_a_scenario_is_charged_for_its_first_failing_step():
+    problems = ["step 3 (c1 xid 3): TGT-CONN-2: answered", "step 3 (c1 xid 3): TGT-ERR-1: as REPLY",
+                "step 5 (c1 xid 5): TGT-ERR-2: refused afterwards", "RCV-ORDER-1: a reply no step waits for"]
+    assert scen.first_failure(problems) == problems[:2]
+    assert scen.first_failure(problems[3:]) == problems[3:]
+    assert scen.first_failure([]) == []
+    # step 1 is not step 10
+    assert scen.first_failure(["step 1: A-1: x", "step 10: B-1: y"]) == ["step 1: A-1: x"]
+
+
+def test_connect_flags_are_charged_to_the_requirement_that_states_them():
+    from ptlrpc_conformance.harness.ost.client import C, reply
+    recovering, replayable = C("MSG_CONNECT_RECOVERING"), C("MSG_CONNECT_REPLAYABLE")
+    during = reply(0, requirement="RCV-CONN-1", op_flags_all=recovering | replayable, why="recovery")
+    assert during._connect_flag_groups(recovering | replayable) == [("RCV-CONN-1", recovering),
+                                                                    ("RCV-CONN-1", replayable)]
+    outside = reply(0, requirement="TGT-CONN-1", op_flags_none=recovering, why="connect")
+    assert outside._connect_flag_groups(recovering | replayable) == [("RCV-CONN-1", recovering),
+                                                                     ("TGT-CONN-1", replayable)]
+    other = reply(0, requirement="TGT-ERR-2", why="x")
+    assert other._connect_flag_groups(replayable) == [("TGT-CONN-1", replayable)]

@@ -236,24 +236,24 @@ def _(s):
 
 
 @scenario("target.conn.reconnect-lower-count", "a reconnect with a pb_conn_cnt below the stored one is dropped",
-          ["TGT-CONN-2", "TGT-DROP-1"], ["RULES CONN-4", "service.c: ptlrpc_check_req"])
+          ["TGT-CONN-2"], ["RULES CONN-4", "service.c: ptlrpc_check_req"])
 def _(s):
     s.connect("c1")
     s.connect("c1", reconnect=True)
     c = s.clients["c1"]
-    s.send("c1", c.request("OST_CONNECT", c.connect_buffers(), conn_cnt=1), dropped("pb_conn_cnt 1 below 2"),
+    s.send("c1", c.request("OST_CONNECT", c.connect_buffers(), conn_cnt=1), dropped("pb_conn_cnt 1 below 2", "TGT-CONN-2"),
            "reconnect, lower count")
 
 
 @scenario("target.conn.stale-count", "any request with a pb_conn_cnt below its export's is dropped",
-          ["TGT-DROP-1", "TGT-CONN-2"], ["RULES CONN-4", "service.c: ptlrpc_check_req", "tgt_handler.c: process_req_last_xid"])
+          ["TGT-CONN-2"], ["RULES CONN-4", "service.c: ptlrpc_check_req", "tgt_handler.c: process_req_last_xid"])
 def _(s):
     s.connect("c1")
     s.connect("c1", reconnect=True)
     c = s.clients["c1"]
-    s.send("c1", c.request("OBD_PING", conn_cnt=1), dropped("pb_conn_cnt 1 below 2"), "ping, old count")
+    s.send("c1", c.request("OBD_PING", conn_cnt=1), dropped("pb_conn_cnt 1 below 2", "TGT-CONN-2"), "ping, old count")
     s.send("c1", c.request("OBD_PING", conn_cnt=1, flags=C("MSG_REPLAY")),
-           dropped("pb_conn_cnt 1 below 2: dropped before the replay-outside-recovery check"), "replay, old count")
+           dropped("pb_conn_cnt 1 below 2: dropped before the replay-outside-recovery check", "TGT-CONN-2"), "replay, old count")
     s.send("c1", c.request("OBD_PING"), ok(why="not evicted"), "ping, the export is still there")
 
 
@@ -619,7 +619,7 @@ def _(s):
 
 
 @scenario("target.resend.after-reconnect", "a resend after a reconnect gets the saved reply or runs again",
-          ["TGT-RESEND-1", "TGT-CONN-1"], ["RULES TRANSNO-8, CONN-4", "tgt_handler.c: tgt_check_resent"])
+          ["TGT-RESEND-1", "TGT-CONN-1", "TGT-OBJ-1"], ["RULES TRANSNO-8, CONN-4", "tgt_handler.c: tgt_check_resent"])
 def _(s):
     s.connect("c1")
     c = s.clients["c1"]
@@ -633,8 +633,9 @@ def _(s):
     resent = c.request("OST_SETATTR", [buf], xid=xid, flags=C("MSG_RESENT"))
     c.unreplied.discard(xid)
     s.send("c1", resent, None, "setattr resent", same_as=first, oid=s.obj(1))
+    # the object's state after the setattr ran once or twice (the same): what the changes made
     s.getattr("c1", 1, fresh(uid=1234, mode=0o3666), "getattr: the setattr ran (once or twice: the same)",
-              requirement="TGT-RESEND-1")
+              requirement="TGT-OBJ-1")
 
 
 # ---- recovery (docs/target-rules.md §7) ----------------------------------------------------------

@@ -39,6 +39,7 @@ class StructConfig:
 class StructCodec:
     def __init__(self, config: StructConfig | None = None):
         self.config = config or StructConfig()
+        self._plans: dict[str, list[tuple]] = {}
 
     # helpers -------------------------------------------------------------------------------
     def canonical(self, name) -> str:
@@ -88,28 +89,40 @@ class StructCodec:
                 out["valid"] = valid
         return out
 
+    def _plan(self, name: str) -> list[tuple]:
+        """A structure's fields as (name, kind, element size, offset, flexible, count, string
+        element size), worked out once per structure (decoding reads them for every message)."""
+        plan = self._plans.get(name)
+        if plan is None:
+            plan = []
+            for f in self.entry(name)["fields"]:
+                kind, esize = self._elem(f)
+                plan.append((f["name"], kind, esize, f["offset"], bool(f.get("flexible")), f.get("count"),
+                             f.get("elem_size") or 1))
+            self._plans[name] = plan
+        return plan
+
     def _read(self, name: str, buf: bytes, base: int, end: int) -> dict:
         out = {}
-        for f in self.entry(name)["fields"]:
-            kind, esize = self._elem(f)
-            at = base + f["offset"]
-            if f.get("flexible"):
+        for fname, kind, esize, offset, flexible, fcount, str_size in self._plan(name):
+            at = base + offset
+            if flexible:
                 if kind == "char":          # elements are fixed-size strings
-                    esize = f.get("elem_size") or 1
-                    count = max(0, (end - at) // esize)
-                    out[f["name"]] = [buf[at + i * esize:at + (i + 1) * esize].split(b"\0", 1)[0].decode("latin-1")
-                                      for i in range(count)]
+                    count = max(0, (end - at) // str_size)
+                    out[fname] = [buf[at + i * str_size:at + (i + 1) * str_size].split(b"\0", 1)[0].decode("latin-1")
+                                  for i in range(count)]
                     continue
                 count = max(0, (end - at) // esize) if esize else 0
-                out[f["name"]] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(count)]
-            elif "count" in f:
+                out[fname] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(count)]
+            elif fcount is not None:
                 if kind == "char":
-                    raw = buf[at:at + f["count"]]
-                    out[f["name"]] = raw.split(b"\0", 1)[0].decode("latin-1")
+                    out[fname] = buf[at:at + fcount].split(b"\0", 1)[0].decode("latin-1")
                 else:
-                    out[f["name"]] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(f["count"])]
+                    out[fname] = [self._value(kind, buf, at + i * esize, esize, end) for i in range(fcount)]
+            elif kind in INT_SIZES:
+                out[fname] = int.from_bytes(buf[at:at + esize], "little", signed=kind[0] == "s")
             else:
-                out[f["name"]] = self._value(kind, buf, at, esize, end)
+                out[fname] = self._value(kind, buf, at, esize, end)
         return out
 
     def _value(self, kind: str, buf: bytes, at: int, size: int, end: int):

@@ -20,8 +20,9 @@ from hypothesis.stateful import initialize, rule
 
 from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
 from ptlrpc_conformance.harness.verdicts import judge
+from ptlrpc_conformance.harness.verdicts.charges import named_requirements
 from ptlrpc_conformance.harness.ost import scenario as scen
-from ptlrpc_conformance.harness.ost.invariants import reconstructed
+from ptlrpc_conformance.harness.ost.invariants import original_under_new_transno, reconstructed
 from ptlrpc_conformance.harness.ost.session import Session
 from ptlrpc_conformance.harness.data.registry import case_aliases, requirements
 from ptlrpc_conformance.harness.ost.scenario import TargetError
@@ -226,8 +227,13 @@ class TargetMachine(BudgetedMachine):
         if original is not None and not reconstructed(original, rep):
             expect, apply = self.s.expect_handler(c, opc, oid, valid, **fields)
             problems, _, _ = check_any(expect.resolve(self.s.judge.value_of), rep.raw if rep is not None else None)
-            if problems:
-                self.s.fail([f"{p} (the resend was run again)" for p in problems])
+            if problems and original_under_new_transno(original, rep):
+                # neither the original reply nor a run as a new request: a mix (TGT-RESEND-1)
+                self.s.fail([f"TGT-RESEND-1: the resend of step {n} got the original reply under a new transno "
+                             f"{rep.body['pb_transno']:#x} (the original's {original.body['pb_transno']:#x}); "
+                             f"as a run of a new request it breaks {p}" for p in problems])
+            elif problems:
+                self.s.fail([f"{p} (the resend of step {n} was run again)" for p in problems])
             if apply:
                 apply(rep)
 
@@ -289,13 +295,13 @@ class TargetMachine(BudgetedMachine):
             s.send(c, xid, data, err("ENOTCONN", "TGT-CONN-2", "a cookie the target never issued"), kind)
         elif kind == "stale-conn-cnt":
             xid, data = c.request("OST_GETATTR", [gid], conn_cnt=c.conn_cnt - 1)
-            s.send(c, xid, data, dropped("pb_conn_cnt below the export's"), kind)
+            s.send(c, xid, data, dropped("pb_conn_cnt below the export's", "TGT-CONN-2"), kind)
         elif kind == "reconnect-same-count":
             xid, data = c.request("OST_CONNECT", c.connect_buffers())
             s.send(c, xid, data, err("EALREADY", "TGT-CONN-2", "a reconnect with the stored pb_conn_cnt"), kind, track=False)
         elif kind == "reconnect-lower-count":
             xid, data = c.request("OST_CONNECT", c.connect_buffers(), conn_cnt=c.conn_cnt - 1)
-            s.send(c, xid, data, dropped("a reconnect with a lower pb_conn_cnt"), kind, track=False)
+            s.send(c, xid, data, dropped("a reconnect with a lower pb_conn_cnt", "TGT-CONN-2"), kind, track=False)
         elif kind in ("replay-flag", "request-transno", "replay-timeout-0"):
             if self.lost[name]:
                 return
@@ -351,6 +357,8 @@ def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
         j = judge.Judgement(judge.FAIL, f"{scenario_vector.id}: {scenario_vector.title}\n" + "\n".join(problems)
                             + "\n\nexchanges:\n" + scen.render_transcript(records))
         j.notes["signature"] = problems[0].split(": ", 2)[1] if ": " in problems[0] else problems[0]
+        # charged to the first failing step's rules; the problems after it are listed, not charged
+        j.charge(named_requirements("\n".join(scen.first_failure(problems)), requirements()))
         conclude(j)
 
 

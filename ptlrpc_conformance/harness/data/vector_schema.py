@@ -24,14 +24,15 @@ import functools
 import json
 import re
 from importlib import resources
-from typing import Any, Iterator
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, Iterator
 
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID
 from ptlrpc_conformance.harness.transport import protocol as P
 from ptlrpc_conformance.spec import layouts
+
+if TYPE_CHECKING:
+    import jsonschema
 
 FILE = "vectors-v1.json"
 FORMAT = "ptlrpc-conformance-vectors/1"
@@ -206,11 +207,28 @@ def text() -> str:
 # validation
 # ----------------------------------------------------------------------------------------
 
-# An integer is a whole number written without a fraction: YAML's 1.0 is a float, and
-# protocol integers are never written so (docs/testee-protocol.md section 2).
-_TYPES = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
-    "integer", lambda checker, v: isinstance(v, int) and not isinstance(v, bool))
-Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=_TYPES)
+@functools.lru_cache(maxsize=1)
+def validator_class():
+    """Draft 2020-12 with one change: an integer is a whole number written without a fraction
+    (YAML's 1.0 is a float, and protocol integers are never written so; docs/testee-protocol.md
+    section 2).  jsonschema is imported here, not at the top: the import costs 70-90 ms in every
+    process, and a run whose vector files are known valid (yamlcache) never needs it."""
+    import jsonschema
+    types = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda checker, v: isinstance(v, int) and not isinstance(v, bool))
+    return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=types)
+
+
+def __getattr__(name: str):
+    if name == "Validator":         # vector_schema.Validator, as before the import moved
+        return validator_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def fingerprint() -> str:
+    """The published schema's text, which validator() applies (a vector file known valid is
+    known so for this text only)."""
+    return resources.files("ptlrpc_conformance.schemas").joinpath(FILE).read_text(encoding="utf-8")
 
 
 @functools.lru_cache(maxsize=1)
@@ -220,9 +238,9 @@ def validator() -> jsonschema.protocols.Validator:
     project's 2-core machine): the byte notation is left to the loader, which parses it
     anyway and says precisely what is wrong (vectors.parse_bytes; tests/test_vectors_data.py
     checks that it and the schema agree), and references are replaced by what they name."""
-    schema = json.loads(resources.files("ptlrpc_conformance.schemas").joinpath(FILE).read_text(encoding="utf-8"))
+    schema = json.loads(fingerprint())
     schema["$defs"]["bytes"] = {}
-    return Validator(_inline(schema, schema["$defs"], ()))
+    return validator_class()(_inline(schema, schema["$defs"], ()))
 
 
 def _inline(node: Any, defs: dict, within: tuple[str, ...]) -> Any:

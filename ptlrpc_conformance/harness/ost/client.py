@@ -40,6 +40,11 @@ GETATTR_BITS = (MD["FLSIZE"] | MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | M
 RDONLY = C("OBD_CONNECT_RDONLY")
 FLAGS2 = C("OBD_CONNECT_FLAGS2")
 REPLAY_CREATE = C("OBD_CONNECT2_REPLAY_CREATE")
+# statuses of early rejections that TGT-ERR-1 names and another requirement expects (not connected,
+# a replay outside recovery): sent with the wrong pb_type, they break TGT-ERR-1
+_EARLY_STATUSES = (-spec.errno_value("ENOTCONN"), -spec.errno_value("ENODEV"))
+# the requirements that say what a successful connect reply carries: outside recovery and during it
+CONNECT_REQUIREMENTS = ("TGT-CONN-1", "RCV-CONN-1")
 # the limits of generated values (docs/target-rules.md §1): ids below 2^32 - 1, times below
 # 2^34 - 2^31 seconds
 MAX_ID = (1 << 32) - 2
@@ -302,19 +307,27 @@ class Expect:
         problems = []
         r = rep.body
         if self.type is not None and r["pb_type"] != self.type:
-            problems.append(f"{rule}: expected {wire.TYPE_NAME[self.type]}, got {rep.type_name} ({self.why})")
+            # the right status with the wrong type breaks the error-type rule: an early rejection
+            # (-ENOTCONN, -ENODEV) not sent as ERR TGT-ERR-1, a handler's failure not sent as
+            # REPLY TGT-ERR-2; any other mismatch is the step's rule
+            type_rule = rule
+            if rep.status == self.status and self.type == ERR and self.status in _EARLY_STATUSES:
+                type_rule = "TGT-ERR-1"
+            elif rep.status == self.status and self.type == REPLY and (self.status or 0) < 0:
+                type_rule = "TGT-ERR-2"
+            problems.append(f"{type_rule}: expected {wire.TYPE_NAME[self.type]}, got {rep.type_name} ({self.why})")
         if self.status is not None and rep.status != self.status:
             problems.append(f"{rule}: expected status {self.status} ({_errname(self.status)}), got {rep.status} ({_errname(rep.status)}) ({self.why})")
         if self.transno == "zero" and r["pb_transno"]:
             problems.append(f"TGT-TRANSNO-2: expected transno 0, got {r['pb_transno']:#x} ({self.why})")
         if self.transno == "nonzero" and not r["pb_transno"]:
             problems.append(f"TGT-TRANSNO-2: expected a transno, got 0 ({self.why})")
-        if self.op_flags_all and (r["pb_op_flags"] & self.op_flags_all) != self.op_flags_all:
-            problems.append(f"TGT-CONN-1: pb_op_flags {r['pb_op_flags']:#x} lacks {self.op_flags_all & ~r['pb_op_flags']:#x}")
-        if self.op_flags_none and r["pb_op_flags"] & self.op_flags_none:
-            problems.append(f"TGT-CONN-1: pb_op_flags {r['pb_op_flags']:#x} must not have {r['pb_op_flags'] & self.op_flags_none:#x}")
+        op = r["pb_op_flags"]
+        for bits, verb in ((self.op_flags_all & ~op, "lacks"), (self.op_flags_none & op, "must not have")):
+            for rule_of_bits, group in self._connect_flag_groups(bits):
+                problems.append(f"{rule_of_bits}: pb_op_flags {op:#x} {verb} {group:#x} ({self.why})")
         if self.handle == "nonzero" and not r["pb_handle"]:
-            problems.append("TGT-CONN-1: the connect reply carries no export cookie")
+            problems.append(f"{self._connect_rule()}: the connect reply carries no export cookie ({self.why})")
         if self.struct and (self.fields or self.fields_if_valid):
             got = rep.struct(1, self.struct)
             if got is None:
@@ -339,6 +352,20 @@ class Expect:
                         problems.append(f"{rule}: reply {name} is {_show(value)} (its bit {bit:#x} is set), "
                                         f"expected {_show(want)} ({self.why})")
         return problems, rep
+
+    def _connect_rule(self) -> str:
+        """The requirement a connect reply's cookie and flags answer to: the expectation's own
+        when it is a connect requirement (RCV-CONN-1 during recovery), else TGT-CONN-1."""
+        return self.requirement if self.requirement in CONNECT_REQUIREMENTS else "TGT-CONN-1"
+
+    def _connect_flag_groups(self, bits: int) -> list[tuple[str, int]]:
+        """`bits` of pb_op_flags split by the requirement each answers to: MSG_CONNECT_RECOVERING
+        (whether the target is recovering) is RCV-CONN-1's, the others the connect rule's."""
+        recovering = bits & C("MSG_CONNECT_RECOVERING")
+        out = [("RCV-CONN-1", recovering)] if recovering else []
+        if bits & ~recovering:
+            out.append((self._connect_rule(), bits & ~recovering))
+        return out
 
     def describe(self) -> str:
         if not self.reply:
@@ -484,5 +511,6 @@ def reply(status: str | int = 0, transno: str = "zero", requirement: str = "TGT-
     return Expect(type=REPLY, status=s, transno=transno, requirement=requirement, why=why, **kw)
 
 
-def dropped(why: str) -> Expect:
-    return Expect(reply=False, why=why, requirement="TGT-DROP-1")
+def dropped(why: str, requirement: str = "TGT-DROP-1") -> Expect:
+    """No reply.  `requirement`: the rule that drops it (TGT-CONN-2 for a stale pb_conn_cnt)."""
+    return Expect(reply=False, why=why, requirement=requirement)

@@ -30,6 +30,14 @@ def reconstructed(original: Message, rep: Message | None) -> bool:
     return rep is not None and original.body["pb_transno"] != 0 and rep.body["pb_transno"] == original.body["pb_transno"]
 
 
+def original_under_new_transno(original: Message, rep: Message | None) -> bool:
+    """The reply is the original one (type, status, buffers) under another transno: a resend
+    half reconstructed, half run again."""
+    return (rep is not None and rep.body["pb_transno"] != original.body["pb_transno"]
+            and rep.body["pb_type"] == original.body["pb_type"] and rep.status == original.status
+            and rep.buffers[1:] == original.buffers[1:])
+
+
 def resend_problems(original: Message, rep: Message | None, reconstruct: bool) -> list[tuple[str, str]]:
     """(rule, message) for a resend of a request whose original reply ran a transaction:
     the original reply again, or (unless `reconstruct`) a run as a new request — never a mix."""
@@ -145,12 +153,15 @@ class TargetChecker:
 
     def observe(self, client: str, xid: int, request: bytes, reply: bytes | None,
                 record: int | None = None, sent_at: int | None = None, answered_at: int | None = None,
-                ceiling: int | None = None) -> list[Violation]:
+                ceiling: int | None = None, infer_recovery: bool = True) -> list[Violation]:
         """Judge one exchange.  `sent_at`, `answered_at`: when the request and its reply were
         captured (real traffic: several requests in flight); without them exchanges are one
         at a time.  Transno order and last_committed growth are judged only against replies
         captured before the request was sent.  `ceiling`: the highest transno of any request
-        sent before this reply (default: the highest seen so far)."""
+        sent before this reply (default: the highest seen so far).  `infer_recovery` False: a
+        connect reply does not change what the checker believes of recovery (a driver whose
+        own expectation rejected that reply: a wrong MSG_CONNECT_RECOVERING is charged there,
+        and the replies after it are judged by the state the driver knows)."""
         self.count += 1
         n = record if record is not None else self.count
         now = sent_at if sent_at is not None else self.count
@@ -174,8 +185,10 @@ class TargetChecker:
         # rows 3, 4 and 5 of docs/target-rules.md §2, in that order (ptlrpc_check_req runs
         # before the adaptive-timeout drop)
         must_drop = outside = None
+        drop_rule = "TGT-DROP-1"
         if live and b["pb_conn_cnt"] < exp.conn_cnt:
             must_drop = f"pb_conn_cnt {b['pb_conn_cnt']} is below the export's {exp.conn_cnt}"
+            drop_rule = "TGT-CONN-2"
         elif live and not self.recovering and (flags & (C("MSG_REPLAY") | C("MSG_REQ_REPLAY_DONE")) or b["pb_transno"]):
             outside = True
         elif req.header["lm_flags"] & wire.AT_SUPPORT and b["pb_timeout"] == 0:
@@ -189,7 +202,7 @@ class TargetChecker:
             flag("TGT-REPLY-1", f"the reply does not unpack: {why}")
             return out
         if must_drop:
-            flag("TGT-DROP-1", f"{must_drop}: the request must be dropped, it was answered {rep.type_name}")
+            flag(drop_rule, f"{must_drop}: the request must be dropped, it was answered {rep.type_name}")
             return out
         r = rep.body
         if r["pb_opc"] != opc:
@@ -209,16 +222,20 @@ class TargetChecker:
 
         # -- handles and connections ------------------------------------------------------
         if opc == self.connect_op:
-            self._connect(client, req, rep, exp, flag)
+            self._connect(client, req, rep, exp, flag, infer_recovery)
         else:
             if r["pb_handle"]:
                 flag("TGT-CONN-1", f"pb_handle {r['pb_handle']:#x} in a reply to opcode {opc}: only connect replies set it")
             if not live and (b["pb_handle"] == 0 or b["pb_handle"] in self.dead):
-                if not (r["pb_type"] == ERR and status == _errno("ENOTCONN")):
+                if status != _errno("ENOTCONN"):
                     flag("TGT-CONN-2", f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {rep.type_name} {status}")
+                elif r["pb_type"] != ERR:
+                    flag("TGT-ERR-1", f"pb_handle {b['pb_handle']:#x} names no export: -ENOTCONN is an early rejection, sent as ERR, not {rep.type_name}")
             elif outside:
-                if not (r["pb_type"] == ERR and status == _errno("ENODEV")):
+                if status != _errno("ENODEV"):
                     flag("RCV-OUTSIDE-1", f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery: expected ERR -ENODEV and eviction, got {rep.type_name} {status}")
+                elif r["pb_type"] != ERR:
+                    flag("TGT-ERR-1", f"a replay outside recovery: -ENODEV is an early rejection, sent as ERR, not {rep.type_name}")
                 self._evict(client)
                 return out
             if live and opc == self.disconnect_op and r["pb_type"] == REPLY and status == 0:
@@ -307,7 +324,8 @@ class TargetChecker:
         if exp is not None:
             self.dead.add(exp.cookie)
 
-    def _connect(self, client: str, req: Message, rep: Message, exp: _Export | None, flag) -> None:
+    def _connect(self, client: str, req: Message, rep: Message, exp: _Export | None, flag,
+                 infer_recovery: bool = True) -> None:
         b, r = req.body, rep.body
         op = r["pb_op_flags"]
         recovering = bool(op & C("MSG_CONNECT_RECOVERING"))
@@ -324,7 +342,9 @@ class TargetChecker:
             flag("TGT-CONN-1", "a successful connect reply carries no export cookie (pb_handle 0)")
         if not op & C("MSG_CONNECT_REPLAYABLE"):
             flag("TGT-CONN-1", f"a connect reply without MSG_CONNECT_REPLAYABLE (pb_op_flags {op:#x})")
-        if recovering and not self.recovering:
+        if not infer_recovery:
+            pass
+        elif recovering and not self.recovering:
             self.restart()              # a trace shows a restart only this way
         elif self.recovering and not recovering and self._restart_epoch is not None:
             self.recovery_ended()       # a connect served outside recovery: it is over (or never began)

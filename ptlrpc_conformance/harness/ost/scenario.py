@@ -15,6 +15,7 @@ granted, or did not grant, some flags).  Format 1 files still load; they cannot 
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -25,7 +26,8 @@ from ptlrpc_conformance.harness.outputs.hexdump import render
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR
 from ptlrpc_conformance.harness.ost.client import AnyOf, Expect, is_ref
 from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved
-from ptlrpc_conformance.harness.data.vectors import (SAFE_LOADER, SCENARIO_FORMAT, SCENARIO_FORMATS, VectorError,
+from ptlrpc_conformance.harness.data import yamlcache
+from ptlrpc_conformance.harness.data.vectors import (SCENARIO_FORMAT, SCENARIO_FORMATS, VectorError,
                                                      bundled_files, check_unique_ids, user_files)
 
 OPS = ("exchange", "restart", "end_recovery", "expire_recovery")
@@ -280,7 +282,7 @@ def _step_refs(st: Step) -> list[int]:
 def load_text(name: str, text: str, problems: list[str], yaml_problems: bool = True) -> list[Scenario]:
     """Scenarios of one file's text (none if it is not a scenario file); problems appended."""
     try:
-        data = yaml.load(text, Loader=SAFE_LOADER)
+        data = yamlcache.load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         if yaml_problems:
@@ -605,6 +607,22 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False) -> tuple[list[st
     for n, client, xid in steps.never_answered():
         problems.append(f"step {n} ({client} xid {xid}): RCV-ORDER-1: the deferred reply never came")
     return problems, records
+
+
+def first_failure(problems: list[str]) -> list[str]:
+    """The problems of the first step that failed ("step N ...: RULE: text"), in the order they
+    were judged; the first problem alone when it names no step.  A failure is charged to these:
+    what later steps show may only follow from it (a target that wrongly evicted a client
+    refuses it afterwards)."""
+    if not problems:
+        return []
+    m = _STEP_PREFIX.match(problems[0])
+    if m is None:
+        return problems[:1]
+    return [p for p in problems if (q := _STEP_PREFIX.match(p)) and q.group(1) == m.group(1)]
+
+
+_STEP_PREFIX = re.compile(r"^step (\d+)\b")
 
 
 def render_transcript(records: list[Record], limit: int = 40) -> str:

@@ -65,18 +65,23 @@ class StepJudge:
               expect: Expect | AnyOf | None = None, same_as: int | None = None) -> tuple[wire.Message | None, list[str]]:
         """Judge step `n`, `client`'s request `xid` and its reply (None: dropped): (the
         reply parsed, or None; the problems found, each "RULE: text")."""
-        problems = [f"{v.rule}: {v.message}" for v in self.checker.observe(client, xid, request, reply, n)]
+        unresolved = []
         if expect is not None and expect.refs():
             try:
                 expect = expect.resolve(self.value_of)
             except Unresolved as e:
-                problems.append(f"TGT-OBJ-1: cannot judge the step: {e}")
+                unresolved.append(f"TGT-OBJ-1: cannot judge the step: {e}")
                 expect = None
         if expect is not None:
             rule = expect.requirement if isinstance(expect, Expect) else expect.alternatives[0][1].requirement
             self.sent[(client, xid)] = (n, rule)
         found, rep, outcome = check_any(expect, reply)
-        problems += found
+        # a reply the step's expectation rejected is charged there; the invariants do not take
+        # what it says of recovery (MSG_CONNECT_RECOVERING) as the target's state
+        trusted = expect is None or not found
+        problems = [f"{v.rule}: {v.message}"
+                    for v in self.checker.observe(client, xid, request, reply, n, infer_recovery=trusted)]
+        problems += unresolved + found
         if outcome is not None:
             self.outcomes[n] = outcome
         else:

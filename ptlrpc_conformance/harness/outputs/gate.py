@@ -145,10 +145,15 @@ def load(path: str | pathlib.Path) -> list[Entry]:
     return entries
 
 
+def is_requirement_entry(entry_id: str) -> bool:
+    return bool(REQUIREMENT_ID.match(entry_id)) and not CASE_ID.match(entry_id)
+
+
 def matches(entry_id: str, case_id: str, requirements: list[str]) -> bool:
-    """Whether an entry (a case id pattern or a requirement id) covers a case.  A pattern
-    that matches a renamed case id (spec/case_aliases.yaml) covers the cases that replaced it."""
-    if REQUIREMENT_ID.match(entry_id) and not CASE_ID.match(entry_id):
+    """Whether an entry (a case id pattern or a requirement id) names a case: a requirement id
+    names the cases that list it (or were charged with it).  A pattern that matches a renamed
+    case id (spec/case_aliases.yaml) covers the cases that replaced it."""
+    if is_requirement_entry(entry_id):
         return entry_id in requirements
     return _id_matches(entry_id, case_id) or any(
         case_id in new and _id_matches(entry_id, old) for old, new in case_aliases().items())
@@ -166,7 +171,7 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
     r = Result()
     covered: dict[str, Entry] = {}
     for e in entries:
-        hit = [c for c in cases if matches(e.id, c["id"], c.get("requirements", []))]
+        hit = [c for c in cases if matches(e.id, c["id"], c.get("requirements", []) + c.get("failed_requirements", []))]
         if len(hit) > MAX_EXPANSION:
             r.problems.append(f"line {e.line}: {e.id} matches {len(hit)} cases, more than {MAX_EXPANSION}: "
                               "name the cases more precisely")
@@ -181,10 +186,15 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
                               f"`- id: {e.id}`")
             continue
         failing = [c for c in hit if c["verdict"] in FAILING]
+        if is_requirement_entry(e.id):
+            # a requirement entry accepts the failures charged to it, not every failure of a
+            # case that lists it (report.json's failed_requirements)
+            failing = [c for c in failing if e.id in (c.get("failed_requirements") or c.get("requirements", []))]
         if not failing:
             r.stale.append(e)
-            r.problems.append(f"line {e.line}: entry {e.id} is stale: its cases now pass: remove the entry "
-                              f"`- id: {e.id}`")
+            r.problems.append(f"line {e.line}: entry {e.id} is stale: "
+                              + ("no failure is charged to it now" if is_requirement_entry(e.id) else "its cases now pass")
+                              + f": remove the entry `- id: {e.id}`")
             continue
         for c in failing:
             sig = (c.get("notes") or {}).get("signature", "")

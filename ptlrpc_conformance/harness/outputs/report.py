@@ -366,9 +366,17 @@ def _skip_reason(report) -> str:
     return text[len("Skipped: "):] if text.startswith("Skipped: ") else text
 
 
+MESSAGE_HEAD, MESSAGE_TAIL = 12000, 8000      # what report.json keeps of a long failure message
+
+
 def _failure_text(report) -> str:
+    """A failure's message: whole, or when long its head (the requirement, the problems) and its
+    tail (the end of the transcript), with what was left out said between them."""
     text = getattr(report, "longreprtext", "") or str(report.longrepr)
-    return text[-20000:]
+    if len(text) <= MESSAGE_HEAD + MESSAGE_TAIL:
+        return text
+    left_out = len(text) - MESSAGE_HEAD - MESSAGE_TAIL
+    return f"{text[:MESSAGE_HEAD]}\n[... {left_out} characters left out ...]\n{text[-MESSAGE_TAIL:]}"
 
 
 def write(report: dict, path: str | os.PathLike) -> None:

@@ -87,7 +87,8 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
         out.append(f"cases: {summary['total']} ({counts})")
     for lvl in (() if start_failure else ("MUST", "SHOULD")):
         failing = (level.get(f"failing_{lvl.lower()}") or []) if isinstance(level, dict) else []
-        out.append(f"failing {lvl} requirements: {len(failing) if failing else 'none'}")
+        warn = " (warnings: they change the exit status only with --strict)" if lvl == "SHOULD" and failing else ""
+        out.append(f"failing {lvl} requirements: {len(failing) if failing else 'none'}{warn}")
         out += [_requirement_line(rid, report) for rid in failing]
     if isinstance(report.get("gate"), dict):
         out += _gate_lines(report["gate"])

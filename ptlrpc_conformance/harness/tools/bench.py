@@ -15,7 +15,9 @@ A benchmark, not a test: it prints figures, it judges nothing.  In one run it me
                fields, its start-up time subtracted); skipped with the reason when tshark
                or the adapter is missing, reported failed with the reason when tshark's
                own run fails (an exit status other than 0, or no end within 600 s)
-  suite        wall time of `certify --iut reference`, serial and with `-n auto`
+  suite        wall time of `certify --iut reference`, serial and with `-n auto`, in turn,
+               --suite-rounds times (medians reported), beside this machine's own speed-up
+               on two CPU-bound processes at the time (on a shared machine both move)
 
 Inputs: the valid bundled decode vectors up to 4 KiB (messages of a few hundred bytes, each
 decoded to a MESSAGE of about 1 KB; the run prints how many; the 1 MB vectors would measure
@@ -33,6 +35,7 @@ import pathlib
 import platform
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -186,35 +189,69 @@ def _tshark_section(spec: str, requests, seconds: float, timeout: float, rounds:
 # suite wall time
 # ------------------------------------------------------------------------------------
 
-def _suite_section(quick: bool) -> dict:
+LOOP = "s = 0\nfor i in range(4_000_000):\n    s += i\n"
+
+
+def _ceiling() -> dict:
+    """How much faster two CPU-bound Python processes run at once than one after the other on
+    this machine now: the most any -n auto run can gain.  On a shared machine it moves from run
+    to run, so the suite's speed-up is printed beside it."""
+    def procs(together: bool) -> float:
+        start = time.perf_counter()
+        if together:
+            ps = [subprocess.Popen([sys.executable, "-c", LOOP]) for _ in range(2)]
+            for proc in ps:
+                proc.wait()
+        else:
+            for _ in range(2):
+                subprocess.run([sys.executable, "-c", LOOP], check=False)
+        return time.perf_counter() - start
+    serial, together = procs(False), procs(True)
+    return {"serial_s": round(serial, 2), "together_s": round(together, 2), "speedup": round(serial / together, 2)}
+
+
+def _suite_section(quick: bool, rounds: int = 3) -> dict:
+    """`rounds` runs of the certification, serial and with -n auto in turn, each followed by a
+    measure of the machine's own two-process ceiling; the medians are the figures."""
     extra = QUICK_SUITE_ARGS if quick else []
     out: dict = {"command": "ptlrpc-conformance certify --iut reference" + (" " + " ".join(extra) if extra else ""),
-                 "runs": []}
+                 "runs": [], "ceiling": []}
     have_xdist = importlib.util.find_spec("xdist") is not None
-    for jobs in (None, "auto"):
-        label = "serial" if jobs is None else f"-n {jobs}"
-        if jobs and not have_xdist:
-            out["runs"].append({"mode": label, "skipped": "pytest-xdist is not installed"})
-            continue
-        if jobs and quick:
-            out["runs"].append({"mode": label, "skipped": "--quick (starting workers costs more than one case)"})
-            continue
-        with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
-            argv = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "reference",
-                    "--out", os.path.join(tmp, "out"), "-q"] + extra + (["-n", jobs] if jobs else [])
-            start = time.perf_counter()
-            proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
-            wall = time.perf_counter() - start
-            run = {"mode": label, "wall_s": round(wall, 2), "exit_status": proc.returncode}
-            try:
-                report = json.loads(pathlib.Path(tmp, "out", "report.json").read_text())
-                run["cases"] = report["summary"]["total"]
-            except (OSError, ValueError, KeyError):
-                run["cases"] = None
-        out["runs"].append(run)
-    walls = [r.get("wall_s") for r in out["runs"]]
-    if all(walls):
-        out["speedup"] = round(walls[0] / walls[1], 2)
+    for round_no in range(1, (1 if quick else rounds) + 1):
+        for jobs in (None, "auto"):
+            label = "serial" if jobs is None else f"-n {jobs}"
+            if jobs and not have_xdist:
+                out["runs"].append({"mode": label, "round": round_no, "skipped": "pytest-xdist is not installed"})
+                continue
+            if jobs and quick:
+                out["runs"].append({"mode": label, "round": round_no,
+                                    "skipped": "--quick (starting workers costs more than one case)"})
+                continue
+            with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
+                argv = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "reference",
+                        "--out", os.path.join(tmp, "out"), "-q"] + extra + (["-n", jobs] if jobs else [])
+                start = time.perf_counter()
+                proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
+                wall = time.perf_counter() - start
+                run = {"mode": label, "round": round_no, "wall_s": round(wall, 2), "exit_status": proc.returncode}
+                try:
+                    report = json.loads(pathlib.Path(tmp, "out", "report.json").read_text())
+                    run["cases"] = report["summary"]["total"]
+                except (OSError, ValueError, KeyError):
+                    run["cases"] = None
+            out["runs"].append(run)
+        if not quick and have_xdist:
+            out["ceiling"].append(_ceiling())
+    medians = {}
+    for mode in ("serial", "-n auto"):
+        walls = [r["wall_s"] for r in out["runs"] if r["mode"] == mode and "wall_s" in r]
+        if walls:
+            medians[mode] = statistics.median(walls)
+    out["median_s"] = medians
+    if len(medians) == 2:
+        out["speedup"] = round(medians["serial"] / medians["-n auto"], 2)
+    if out["ceiling"]:
+        out["ceiling_speedup"] = statistics.median(c["speedup"] for c in out["ceiling"])
     return out
 
 
@@ -259,11 +296,15 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
                    help="the tshark adapter's --iut value (default tshark)")
     p.add_argument("--no-tshark", action="store_true", help="skip the tshark section")
     p.add_argument("--no-suite", action="store_true", help="skip the suite wall-time section")
+    p.add_argument("--suite-rounds", type=int, default=3, metavar="N",
+                   help="certification runs of each kind in the suite section, medians reported (default 3)")
     p.add_argument("--iut-timeout", type=float, default=10.0, help="per-call timeout (default 10)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON to FILE")
     args = p.parse_args(argv)
     if not 0 < args.seconds < float("inf"):           # nan and inf too: a measurement must end
         p.error(f"--seconds must be positive and finite, not {args.seconds:g}")
+    if args.suite_rounds < 1:
+        p.error(f"--suite-rounds must be at least 1, not {args.suite_rounds}")
     if not 0 < args.iut_timeout < float("inf"):
         p.error(f"--iut-timeout must be positive and finite, not {args.iut_timeout:g}")
     if args.json and not pathlib.Path(args.json).resolve().parent.is_dir():
@@ -344,7 +385,7 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
         result["suite"] = {"skipped": "--no-suite"}
         print("  skipped: --no-suite")
     else:
-        s = _suite_section(args.quick)
+        s = _suite_section(args.quick, args.suite_rounds)
         result["suite"] = s
         print(f"  command: {s['command']}")
         for run in s["runs"]:
@@ -352,9 +393,15 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
                 print(f"  {run['mode']:<10} skipped: {run['skipped']}")
             else:
                 status = "" if run["exit_status"] == 0 else f"  (exit status {run['exit_status']})"
-                print(f"  {run['mode']:<10} {run['wall_s']:>8.1f} s   {run['cases']} cases{status}")
+                print(f"  {run['mode']:<10} {run['wall_s']:>8.1f} s   {run['cases']} cases{status}   (round {run['round']})")
+        for mode, wall in s["median_s"].items():
+            print(f"  median {mode}: {wall:.1f} s")
         if "speedup" in s:
-            print(f"  speed-up with -n auto: {s['speedup']:.2f}x")
+            print(f"  speed-up with -n auto (medians): {s['speedup']:.2f}x")
+        if "ceiling_speedup" in s:
+            print(f"  this machine's own two-process speed-up meanwhile: {s['ceiling_speedup']:.2f}x (median of "
+                  + ", ".join(f"{c['speedup']:.2f}" for c in s["ceiling"])
+                  + "; a pure-Python loop run twice, one after the other and at once)")
 
     result["machine"]["load_after"] = _loadavg()
     if args.json:

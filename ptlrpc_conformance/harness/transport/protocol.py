@@ -228,6 +228,20 @@ def _values(struct_name: str) -> dict[str, Value]:
 
 BYTE_ORDERS = ("little", "big")
 HEX = re.compile(r"^([0-9a-fA-F]{2})*$")            # bytes: two digits each, no separators
+
+
+def is_hex(text: str) -> bool:
+    """`text` matches HEX.  The same test in C: the regex takes about 0.1 s per MiB of hex, and
+    a decode of a 1 MiB vector returns 2 MiB of it."""
+    if not text:
+        return True
+    if not (text.isascii() and text.isalnum()):        # no separators, no other characters
+        return False
+    try:
+        bytes.fromhex(text)                             # hex digits, an even number of them
+    except ValueError:
+        return False
+    return True
 U32 = Value("uint", 32)
 MAX_BUFCOUNT = spec.constant("PTLRPC_MAX_BUFCOUNT")
 HEADER: dict[str, Value] = _values("lustre_msg_v2")        # exactly these members
@@ -292,7 +306,7 @@ def message_shape_problems(msg: Any, partial_buffers: bool = False) -> list[str]
         p.append("buffers is not a list of hex strings")
     else:
         for i, b in enumerate(buffers):
-            if not HEX.match(b):
+            if not is_hex(b):
                 p.append(f"buffers[{i}] is not hex")
             elif buflens and i < len(buflens) and len(b) // 2 != buflens[i] \
                     and not (partial_buffers and len(b) // 2 < buflens[i]):

@@ -25,7 +25,9 @@ judge (judge.py) knows what went wrong, and this module turns that into requirem
                                    acceptance (not those about decoded content); a byte-swapped
                                    twin: the byte-order requirements; a derived variant: the
                                    boundary it sits on (PAD-TRAILING-1, HDR-BUFCOUNT-1,
-                                   HDR-TOTAL-1; BODY-SIZE-1 for an EFAULT).  When the valid
+                                   HDR-TOTAL-1; BODY-SIZE-1 for an EFAULT); a property
+                                   example: HDR-MAGIC-2 and HDR-SWAB-1 when a byte-swapped
+                                   peer sent it, else HDR-ORDER-1.  When the valid
                                    vector a derived case comes from is rejected as well (its
                                    control), the rejection is charged as that vector's is
   a crash, a hang, garbage         what a wrong verdict would be charged to, and DEC-ROBUST-1
@@ -315,4 +317,8 @@ def named_requirements(message: str, known) -> list[str]:
 def model_example_requirement(data: bytes, direction: str, tolerate_wrap: bool) -> tuple[str, ...]:
     """The declared requirement of a message judged by the model alone (a property's example)."""
     p = predict(data, direction, tolerate_wrap)
-    return (p.requirement,) if p.requirement else (ORDER,)
+    if p.requirement:
+        return (p.requirement,)
+    if p.verdict == "valid" and int.from_bytes(data[8:12], "little") == LIMITS["swabbed"]:
+        return FOREIGN_ORDER[:2]        # a byte-swapped peer's valid message: refusing it breaks byte order
+    return (ORDER,)

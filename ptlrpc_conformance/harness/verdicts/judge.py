@@ -242,8 +242,9 @@ class _DecodeCharges:
         if self.role == TWIN:
             return list(C.byte_order_requirements(self.v.data))
         if self.role in (VARIANT, MODEL):
-            return ["BODY-SIZE-1"] if errno == "EFAULT" else (list(self.v.requirements) if self.role == VARIANT
-                                                               else [C.ORDER])
+            # a model example's own list: the byte-order requirements for a byte-swapped peer's
+            # message, else the check order (charges.model_example_requirement)
+            return ["BODY-SIZE-1"] if errno == "EFAULT" else list(self.v.requirements)
         if self.role == FIXED:
             return self.declared
         return C.acceptance(self.declared)

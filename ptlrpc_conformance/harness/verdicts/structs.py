@@ -8,7 +8,7 @@ member view are walked.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptlrpc_conformance.spec import layouts
 
@@ -23,10 +23,12 @@ class Leaf:
     kind: str                 # an INT key or "char"
     count: int | None = None  # element count (arrays), None for scalars
     first_view: bool = True   # False inside the second and later members of a union
+    # the dotted name ("oa.o_oi.oi_fid.f_seq", "x[0].y"), computed once: the target suites read
+    # it for every leaf of every structure they parse
+    name: str = field(init=False, compare=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        return ".".join(self.path).replace(".[", "[")
+    def __post_init__(self):
+        object.__setattr__(self, "name", ".".join(self.path).replace(".[", "["))
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,100 @@
+"""Parsed YAML, remembered between runs by the text's content.
+
+Every process of a certification (the command line, and each pytest-xdist worker) reads the
+same vector and scenario files.  Building Python objects from 700 KB of YAML takes PyYAML
+about 0.25 s a process even with libyaml's parser, and checking the vector files against
+their JSON Schema about 0.1 s more; read back with `marshal`, the same objects take a few
+milliseconds.  So the parse of a text is kept in a cache file named by the SHA-256 of the
+text, and a vector file that passed the schema leaves a mark named by its text and the
+schema's own digest: a changed file, a changed schema or a new release of this package
+misses the cache and is read and checked again.
+
+The cache lives in $PTLRPC_CONFORMANCE_CACHE, else $XDG_CACHE_HOME/ptlrpc-conformance, else
+~/.cache/ptlrpc-conformance; PTLRPC_CONFORMANCE_CACHE=off turns it off.  It is only ever a
+shortcut: a cache that cannot be read or written is ignored, never an error.
+"""
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import pathlib
+import tempfile
+from typing import Any
+
+import yaml
+
+from ptlrpc_conformance import __version__
+
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)   # libyaml's, 10x faster, when built
+ENV = "PTLRPC_CONFORMANCE_CACHE"
+# a cache entry is valid only for the release and the PyYAML that wrote it
+_SALT = f"ptlrpc-conformance {__version__}; PyYAML {yaml.__version__}; marshal {marshal.version}\n"
+
+
+def cache_dir() -> pathlib.Path | None:
+    """The cache directory, or None when the cache is off."""
+    env = os.environ.get(ENV)
+    if env is not None:
+        return None if env.strip().lower() in ("", "off", "0", "no") else pathlib.Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "ptlrpc-conformance"
+
+
+def digest(*parts: str) -> str:
+    h = hashlib.sha256(_SALT.encode())
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def load(text: str) -> Any:
+    """yaml.safe_load(text), from the cache when this text was parsed before.  A text that does
+    not parse raises yaml.YAMLError as safe_load does (and is not cached)."""
+    where = cache_dir()
+    path = where / f"{digest('parse', text)}.marshal" if where else None
+    if path is not None:
+        try:
+            return marshal.loads(path.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError):
+            pass                    # not cached yet, or unreadable: parse it
+    data = yaml.load(text, Loader=SAFE_LOADER)
+    if path is not None:
+        try:
+            _write(path, marshal.dumps(data))
+        except (OSError, ValueError):
+            pass                    # read-only home, full disk, an object marshal cannot write
+    return data
+
+
+def known(*parts: str) -> bool:
+    """Whether `mark(*parts)` was called before (in this or an earlier run)."""
+    where = cache_dir()
+    return bool(where) and (where / f"{digest('mark', *parts)}.ok").is_file()
+
+
+def mark(*parts: str) -> None:
+    """Remember a fact about `parts` (a text that passed a check)."""
+    where = cache_dir()
+    if where:
+        try:
+            _write(where / f"{digest('mark', *parts)}.ok", b"")
+        except OSError:
+            pass
+
+
+def _write(path: pathlib.Path, data: bytes) -> None:
+    """Write `path` whole or not at all (xdist workers may write the same entry at once)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

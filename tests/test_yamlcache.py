@@ -1,0 +1,91 @@
+"""The cache of parsed YAML (harness/data/yamlcache.py): a shortcut that never changes what is
+read, and never fails a run."""
+import os
+
+import pytest
+import yaml
+
+from ptlrpc_conformance.harness.data import vectors, yamlcache
+
+TEXT = "format: x\nvalues: [1, -2, 'three', {a: null, 4: true}]\n"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    d = tmp_path / "cache"
+    monkeypatch.setenv(yamlcache.ENV, str(d))
+    return d
+
+
+def test_a_text_parses_the_same_from_the_cache(cache):
+    first = yamlcache.load(TEXT)
+    entries = list(cache.iterdir())
+    assert len(entries) == 1 and entries[0].suffix == ".marshal"
+    assert yamlcache.load(TEXT) == first == yaml.safe_load(TEXT)
+    # another text is another entry
+    assert yamlcache.load(TEXT + "more: 1\n")["more"] == 1
+    assert len(list(cache.iterdir())) == 2
+
+
+def test_a_damaged_entry_is_parsed_again(cache):
+    yamlcache.load(TEXT)
+    (entry,) = cache.iterdir()
+    entry.write_bytes(b"\xff not marshal")
+    assert yamlcache.load(TEXT) == yaml.safe_load(TEXT)
+
+
+def test_bad_yaml_raises_as_safe_load_does_and_is_not_cached(cache):
+    with pytest.raises(yaml.YAMLError):
+        yamlcache.load("a: [1, 2\n")
+    assert not cache.exists() or not list(cache.iterdir())
+
+
+def test_off_and_unwritable_caches_are_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv(yamlcache.ENV, "off")
+    assert yamlcache.cache_dir() is None
+    assert yamlcache.load(TEXT) == yaml.safe_load(TEXT)
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv(yamlcache.ENV, str(blocker / "cache"))       # cannot be created
+    assert yamlcache.load(TEXT) == yaml.safe_load(TEXT)
+    yamlcache.mark("a", "b")
+    assert not yamlcache.known("a", "b")
+
+
+def test_marks_are_per_text_and_per_schema(cache):
+    assert not yamlcache.known("vector-schema", "S1", TEXT)
+    yamlcache.mark("vector-schema", "S1", TEXT)
+    assert yamlcache.known("vector-schema", "S1", TEXT)
+    assert not yamlcache.known("vector-schema", "S2", TEXT)
+    assert not yamlcache.known("vector-schema", "S1", TEXT + " ")
+
+
+def test_a_vector_file_is_checked_against_the_schema_until_it_passed(cache, tmp_path, monkeypatch):
+    """A file that broke the schema is checked (and reported) every time; one that passed is
+    not checked again while neither it nor the schema changes."""
+    good = tmp_path / "good.yaml"
+    good.write_text(vectors.bundled_files()[0][1], encoding="utf-8")
+    calls = []
+    real = vectors.vector_schema.problems
+    monkeypatch.setattr(vectors.vector_schema, "problems", lambda data, name: calls.append(name) or real(data, name))
+    first = vectors.load_file(good)
+    assert calls == [str(good)]
+    assert vectors.load_file(good) == first and calls == [str(good)]          # known valid: not checked again
+    monkeypatch.setattr(vectors.vector_schema, "fingerprint", lambda: "another schema")
+    vectors.load_file(good)
+    assert calls == [str(good)] * 2                                          # a new schema: checked again
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(good.read_text().replace("verdict: valid", "verdict: maybe", 1), encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(vectors.VectorError) as e:
+            vectors.load_file(bad)
+        assert "verdict" in str(e.value)
+    assert calls.count(str(bad)) == 2
+
+
+def test_the_cache_directory_defaults_under_the_users_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv(yamlcache.ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert yamlcache.cache_dir() == tmp_path / "ptlrpc-conformance"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert str(yamlcache.cache_dir()) == os.path.join(os.path.expanduser("~"), ".cache", "ptlrpc-conformance")
