@@ -11,7 +11,9 @@ misses the cache and is read and checked again.
 
 The cache lives in $PTLRPC_CONFORMANCE_CACHE, else $XDG_CACHE_HOME/ptlrpc-conformance, else
 ~/.cache/ptlrpc-conformance; PTLRPC_CONFORMANCE_CACHE=off turns it off.  It is only ever a
-shortcut: a cache that cannot be read or written is ignored, never an error.
+shortcut: a cache that cannot be read or written is ignored, never an error.  Its entries are
+trusted as the user's own (it is created mode 0700): do not point it at a directory others
+can write to.
 """
 from __future__ import annotations
 
@@ -86,7 +88,7 @@ def mark(*parts: str) -> None:
 
 def _write(path: pathlib.Path, data: bytes) -> None:
     """Write `path` whole or not at all (xdist workers may write the same entry at once)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)     # the user's own: entries are trusted
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:
