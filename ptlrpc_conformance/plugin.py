@@ -138,7 +138,8 @@ class RunLimits:
         collector = self.config.stash.get(COLLECTOR, None)
         if self.max_fail is not None and case and collector is not None and case not in self.failing:
             entry = collector.cases.get(case) or {}
-            if entry.get("verdict") in ("fail", "error") and not self._known(case, entry.get("requirements", [])):
+            failed = entry.get("failed_requirements") or (entry.get("notes") or {}).get("failed_requirements")
+            if entry.get("verdict") in ("fail", "error") and not self._known(case, entry.get("requirements", []), failed):
                 self.failing.add(case)
                 if len(self.failing) >= self.max_fail:
                     self.stop(f"max-fail reached: {len(self.failing)} case(s) failed or hit IUT trouble "
@@ -154,8 +155,8 @@ class RunLimits:
             self.stop(reason or "stopped by the controller")
         return result
 
-    def _known(self, case: str, case_requirements: list) -> bool:
-        return any(gate.matches(e.id, case, case_requirements) for e in self.known)
+    def _known(self, case: str, case_requirements: list, failed: list | None) -> bool:
+        return any(gate.covers(e.id, case, case_requirements, failed) for e in self.known)
 
     def stop(self, reason: str) -> None:
         session = self.session

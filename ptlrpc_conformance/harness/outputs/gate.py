@@ -159,6 +159,15 @@ def matches(entry_id: str, case_id: str, requirements: list[str]) -> bool:
         case_id in new and _id_matches(entry_id, old) for old, new in case_aliases().items())
 
 
+def covers(entry_id: str, case_id: str, requirements: list[str], failed: list[str] | None) -> bool:
+    """Whether an entry accepts the failure of a case: a case id pattern, the case's failure;
+    a requirement id, a failure charged to it (`failed`, report.json's failed_requirements;
+    the case's own list when the charge is not known)."""
+    if is_requirement_entry(entry_id):
+        return entry_id in (failed or requirements)
+    return matches(entry_id, case_id, requirements)
+
+
 def _id_matches(pattern: str, case_id: str) -> bool:
     want, got = pattern.split("."), case_id.split(".")
     return len(want) == len(got) and all(fnmatch.fnmatchcase(g, w) if "*" in w else g == w
@@ -185,11 +194,10 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
             r.problems.append(f"line {e.line}: entry {e.id} matches no case of this run: remove the entry "
                               f"`- id: {e.id}`")
             continue
-        failing = [c for c in hit if c["verdict"] in FAILING]
-        if is_requirement_entry(e.id):
-            # a requirement entry accepts the failures charged to it, not every failure of a
-            # case that lists it (report.json's failed_requirements)
-            failing = [c for c in failing if e.id in (c.get("failed_requirements") or c.get("requirements", []))]
+        # a requirement entry accepts the failures charged to it, not every failure of a case
+        # that lists it
+        failing = [c for c in hit if c["verdict"] in FAILING
+                   and covers(e.id, c["id"], c.get("requirements", []), c.get("failed_requirements"))]
         if not failing:
             r.stale.append(e)
             r.problems.append(f"line {e.line}: entry {e.id} is stale: "
