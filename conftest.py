@@ -19,6 +19,17 @@ SHARED_SPEC = ROOT.parent / "shared" / "spec"  # where that copy is refreshed fr
 
 SETUP_SYSTEM = "bash tools/setup-system.sh"
 
+# The tests read vector files through the parse cache (harness/data/yamlcache.py) like any run,
+# but a cache of their own, made for this run and removed after it, not the user's: what an
+# earlier checkout left there cannot decide a result.  xdist workers and the command lines the
+# tests start inherit it.
+if "PTLRPC_CONFORMANCE_CACHE" not in os.environ:
+    import atexit
+    import tempfile
+    _cache = tempfile.mkdtemp(prefix="ptlrpc-conformance-tests-cache-")
+    os.environ["PTLRPC_CONFORMANCE_CACHE"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+
 
 def require_tool(name: str) -> str:
     """The path of the system tool NAME (tshark, chromium, cc, make), or the test fails,

@@ -598,11 +598,16 @@ def test_a_scenario_is_charged_for_its_first_failing_step():
 def test_connect_flags_are_charged_to_the_requirement_that_states_them():
     from ptlrpc_conformance.harness.ost.client import C, reply
     recovering, replayable = C("MSG_CONNECT_RECOVERING"), C("MSG_CONNECT_REPLAYABLE")
+    reconnect = C("MSG_CONNECT_RECONNECT")
+    # a connect answered in recovery: RECOVERING and REPLAYABLE are RCV-CONN-1's
     during = reply(0, requirement="RCV-CONN-1", op_flags_all=recovering | replayable, why="recovery")
     assert during._connect_flag_groups(recovering | replayable) == [("RCV-CONN-1", recovering),
                                                                     ("RCV-CONN-1", replayable)]
-    outside = reply(0, requirement="TGT-CONN-1", op_flags_none=recovering, why="connect")
-    assert outside._connect_flag_groups(recovering | replayable) == [("RCV-CONN-1", recovering),
-                                                                     ("TGT-CONN-1", replayable)]
+    # a new export after a restart with nothing to recover (the step's rule is RCV-CONN-1):
+    # RECONNECT and REPLAYABLE are TGT-CONN-1's, a RECOVERING flag RCV-CONN-1's
+    after = reply(0, requirement="RCV-CONN-1", op_flags_all=replayable, op_flags_none=recovering | reconnect,
+                  why="no recovery")
+    assert after._connect_flag_groups(recovering | reconnect | replayable) == [
+        ("RCV-CONN-1", recovering), ("TGT-CONN-1", reconnect), ("TGT-CONN-1", replayable)]
     other = reply(0, requirement="TGT-ERR-2", why="x")
     assert other._connect_flag_groups(replayable) == [("TGT-CONN-1", replayable)]

@@ -89,3 +89,28 @@ def test_the_cache_directory_defaults_under_the_users_cache(monkeypatch, tmp_pat
     assert yamlcache.cache_dir() == tmp_path / "ptlrpc-conformance"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert str(yamlcache.cache_dir()) == os.path.join(os.path.expanduser("~"), ".cache", "ptlrpc-conformance")
+
+
+def test_a_directory_others_may_write_to_is_not_used(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv(yamlcache.ENV, str(shared))
+    assert yamlcache.load(TEXT) == yaml.safe_load(TEXT)
+    assert list(shared.iterdir()) == []                     # nothing read from it, nothing written
+    yamlcache.mark("a")
+    assert not yamlcache.known("a") and list(shared.iterdir()) == []
+    fresh = tmp_path / "fresh" / "cache"
+    monkeypatch.setenv(yamlcache.ENV, str(fresh))
+    yamlcache.load(TEXT)
+    assert fresh.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_file_level_schema_problem_is_never_remembered_as_a_pass(cache, tmp_path):
+    """A problem with the file itself (not with one of its vectors) is reported on every load."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(vectors.bundled_files()[0][1].replace("\nvectors:", "\narea: 5\nvectors:", 1), encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(vectors.VectorError) as e:
+            vectors.load_file(bad)
+        assert "area" in str(e.value)

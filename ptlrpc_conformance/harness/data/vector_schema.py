@@ -21,7 +21,9 @@ the whole message of a rule between fields).
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import json
+import pathlib
 import re
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Iterator
@@ -225,10 +227,24 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def fingerprint() -> str:
-    """The published schema's text, which validator() applies (a vector file known valid is
-    known so for this text only)."""
+def schema_text() -> str:
+    """The published schema's text, which validator() applies."""
     return resources.files("ptlrpc_conformance.schemas").joinpath(FILE).read_text(encoding="utf-8")
+
+
+@functools.lru_cache(maxsize=1)
+def fingerprint() -> str:
+    """What a vector file known valid is known valid under: the schema's text, this module's
+    own source (how it is applied) and the installed jsonschema's version."""
+    try:
+        checker = pathlib.Path(__file__).read_text(encoding="utf-8")
+    except OSError:
+        checker = "?"
+    try:
+        jsonschema_version = importlib.metadata.version("jsonschema")
+    except importlib.metadata.PackageNotFoundError:
+        jsonschema_version = "?"
+    return "\0".join((schema_text(), checker, jsonschema_version))
 
 
 @functools.lru_cache(maxsize=1)
@@ -238,7 +254,7 @@ def validator() -> jsonschema.protocols.Validator:
     project's 2-core machine): the byte notation is left to the loader, which parses it
     anyway and says precisely what is wrong (vectors.parse_bytes; tests/test_vectors_data.py
     checks that it and the schema agree), and references are replaced by what they name."""
-    schema = json.loads(fingerprint())
+    schema = json.loads(schema_text())
     schema["$defs"]["bytes"] = {}
     return validator_class()(_inline(schema, schema["$defs"], ()))
 

@@ -263,16 +263,17 @@ def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[
         else:
             found: dict[int | None, list[tuple[tuple, str]]] = {}
             schema = vector_schema.fingerprint()
-            checked = yamlcache.known("vector-schema", schema, text)     # this text passed this schema before
+            checked = yamlcache.known("vector-schema", schema, text)     # this text passed this check before
             if not checked:
                 for index, path_in_vector, line in vector_schema.problems(data, name):
                     found.setdefault(index, []).append((path_in_vector, line))
+            schema_clean = not found            # the file itself and every vector
             problems += [line for _, line in found.pop(None, [])]
             for i, raw in enumerate(data["vectors"]):
                 v = validate_vector(raw, f"{name}: vector {i}", problems, found.get(i, ()))
                 if v is not None:
                     out.append(replace(v, source=name))
-            if not checked and not found:
+            if not checked and schema_clean:
                 yamlcache.mark("vector-schema", schema, text)
     if own and problems:
         raise VectorError(problems)

@@ -11,9 +11,9 @@ misses the cache and is read and checked again.
 
 The cache lives in $PTLRPC_CONFORMANCE_CACHE, else $XDG_CACHE_HOME/ptlrpc-conformance, else
 ~/.cache/ptlrpc-conformance; PTLRPC_CONFORMANCE_CACHE=off turns it off.  It is only ever a
-shortcut: a cache that cannot be read or written is ignored, never an error.  Its entries are
-trusted as the user's own (it is created mode 0700): do not point it at a directory others
-can write to.
+shortcut: a cache that cannot be read or written is ignored, never an error.  A directory
+that is not the user's own, or that others may write to, is not used at all (it is created
+mode 0700), since its entries are trusted.
 """
 from __future__ import annotations
 
@@ -43,6 +43,23 @@ def cache_dir() -> pathlib.Path | None:
     return pathlib.Path(base) / "ptlrpc-conformance"
 
 
+def _usable() -> pathlib.Path | None:
+    """The cache directory if it is private to this user (created so when missing), else None:
+    an entry another user could have written is never read, nor a directory shared for writing."""
+    where = cache_dir()
+    if where is None:
+        return None
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = where.stat()
+    except OSError:
+        return None
+    getuid = getattr(os, "getuid", None)
+    if getuid is not None and (st.st_uid != getuid() or st.st_mode & 0o022):
+        return None
+    return where
+
+
 def digest(*parts: str) -> str:
     h = hashlib.sha256(_SALT.encode())
     for p in parts:
@@ -54,7 +71,7 @@ def digest(*parts: str) -> str:
 def load(text: str) -> Any:
     """yaml.safe_load(text), from the cache when this text was parsed before.  A text that does
     not parse raises yaml.YAMLError as safe_load does (and is not cached)."""
-    where = cache_dir()
+    where = _usable()
     path = where / f"{digest('parse', text)}.marshal" if where else None
     if path is not None:
         try:
@@ -72,13 +89,13 @@ def load(text: str) -> Any:
 
 def known(*parts: str) -> bool:
     """Whether `mark(*parts)` was called before (in this or an earlier run)."""
-    where = cache_dir()
+    where = _usable()
     return bool(where) and (where / f"{digest('mark', *parts)}.ok").is_file()
 
 
 def mark(*parts: str) -> None:
     """Remember a fact about `parts` (a text that passed a check)."""
-    where = cache_dir()
+    where = _usable()
     if where:
         try:
             _write(where / f"{digest('mark', *parts)}.ok", b"")
@@ -88,7 +105,6 @@ def mark(*parts: str) -> None:
 
 def _write(path: pathlib.Path, data: bytes) -> None:
     """Write `path` whole or not at all (xdist workers may write the same entry at once)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)     # the user's own: entries are trusted
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
     try:
         with os.fdopen(fd, "wb") as f:

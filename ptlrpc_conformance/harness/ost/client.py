@@ -43,8 +43,6 @@ REPLAY_CREATE = C("OBD_CONNECT2_REPLAY_CREATE")
 # statuses of early rejections that TGT-ERR-1 names and another requirement expects (not connected,
 # a replay outside recovery): sent with the wrong pb_type, they break TGT-ERR-1
 _EARLY_STATUSES = (-spec.errno_value("ENOTCONN"), -spec.errno_value("ENODEV"))
-# the requirements that say what a successful connect reply carries: outside recovery and during it
-CONNECT_REQUIREMENTS = ("TGT-CONN-1", "RCV-CONN-1")
 # the limits of generated values (docs/target-rules.md §1): ids below 2^32 - 1, times below
 # 2^34 - 2^31 seconds
 MAX_ID = (1 << 32) - 2
@@ -354,18 +352,19 @@ class Expect:
         return problems, rep
 
     def _connect_rule(self) -> str:
-        """The requirement a connect reply's cookie and flags answer to: the expectation's own
-        when it is a connect requirement (RCV-CONN-1 during recovery), else TGT-CONN-1."""
-        return self.requirement if self.requirement in CONNECT_REQUIREMENTS else "TGT-CONN-1"
+        """The requirement a connect reply's cookie and MSG_CONNECT_REPLAYABLE answer to:
+        RCV-CONN-1 for a connect the step expects answered in recovery (it requires
+        MSG_CONNECT_RECOVERING), else TGT-CONN-1."""
+        return "RCV-CONN-1" if self.op_flags_all & C("MSG_CONNECT_RECOVERING") else "TGT-CONN-1"
 
     def _connect_flag_groups(self, bits: int) -> list[tuple[str, int]]:
-        """`bits` of pb_op_flags split by the requirement each answers to: MSG_CONNECT_RECOVERING
-        (whether the target is recovering) is RCV-CONN-1's, the others the connect rule's."""
-        recovering = bits & C("MSG_CONNECT_RECOVERING")
-        out = [("RCV-CONN-1", recovering)] if recovering else []
-        if bits & ~recovering:
-            out.append((self._connect_rule(), bits & ~recovering))
-        return out
+        """`bits` of pb_op_flags split by the requirement that states each: MSG_CONNECT_RECOVERING
+        (whether the target is recovering) RCV-CONN-1, MSG_CONNECT_RECONNECT (whether an export
+        was kept) TGT-CONN-1, the others the connect rule's (_connect_rule)."""
+        recovering, reconnect = bits & C("MSG_CONNECT_RECOVERING"), bits & C("MSG_CONNECT_RECONNECT")
+        rest = bits & ~recovering & ~reconnect
+        groups = (("RCV-CONN-1", recovering), ("TGT-CONN-1", reconnect), (self._connect_rule(), rest))
+        return [(rule, group) for rule, group in groups if group]
 
     def describe(self) -> str:
         if not self.reply:

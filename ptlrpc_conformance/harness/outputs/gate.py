@@ -159,6 +159,10 @@ def matches(entry_id: str, case_id: str, requirements: list[str]) -> bool:
         case_id in new and _id_matches(entry_id, old) for old, new in case_aliases().items())
 
 
+def stale_reason(entry_id: str) -> str:
+    return "no failure is charged to it now" if is_requirement_entry(entry_id) else "its cases now pass"
+
+
 def covers(entry_id: str, case_id: str, requirements: list[str], failed: list[str] | None) -> bool:
     """Whether an entry accepts the failure of a case: a case id pattern, the case's failure;
     a requirement id, a failure charged to it (`failed`, report.json's failed_requirements;
@@ -200,9 +204,8 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
                    and covers(e.id, c["id"], c.get("requirements", []), c.get("failed_requirements"))]
         if not failing:
             r.stale.append(e)
-            r.problems.append(f"line {e.line}: entry {e.id} is stale: "
-                              + ("no failure is charged to it now" if is_requirement_entry(e.id) else "its cases now pass")
-                              + f": remove the entry `- id: {e.id}`")
+            r.problems.append(f"line {e.line}: entry {e.id} is stale: {stale_reason(e.id)}: remove the entry "
+                              f"`- id: {e.id}`")
             continue
         for c in failing:
             sig = (c.get("notes") or {}).get("signature", "")
@@ -241,7 +244,7 @@ def update(path: str | pathlib.Path, entries: list[Entry], result: Result, loose
     kept = []
     for e in entries:
         if id(e) in drop:
-            why = "its cases now pass" if any(e is s for s in result.stale) else "it matches no case of this run"
+            why = stale_reason(e.id) if any(e is s for s in result.stale) else "it matches no case of this run"
             changes.append(f"removed `- id: {e.id}` ({why})")
             continue
         sigs = signatures.get(id(e))

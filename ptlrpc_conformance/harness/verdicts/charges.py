@@ -319,6 +319,6 @@ def model_example_requirement(data: bytes, direction: str, tolerate_wrap: bool) 
     p = predict(data, direction, tolerate_wrap)
     if p.requirement:
         return (p.requirement,)
-    if p.verdict == "valid" and int.from_bytes(data[8:12], "little") == LIMITS["swabbed"]:
+    if p.verdict == "valid" and foreign(data):
         return FOREIGN_ORDER[:2]        # a byte-swapped peer's valid message: refusing it breaks byte order
     return (ORDER,)
