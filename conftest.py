@@ -19,6 +19,21 @@ SHARED_SPEC = ROOT.parent / "shared" / "spec"  # where that copy is refreshed fr
 
 SETUP_SYSTEM = "bash tools/setup-system.sh"
 
+# a user vector file of one invalid vector (a bufcount of 0xFFFFFFFF), for the tests of --vectors
+USER_VECTOR = """
+format: ptlrpc-conformance-vectors/1
+area: local
+vectors:
+- id: local.bufcount.huge
+  title: bufcount 0xFFFFFFFF
+  requirements: [HDR-BUFCOUNT-1]
+  cite: [RULES HDR-6]
+  verdict: invalid
+  direction: reply
+  errno: [EINVAL]
+  bytes: ["ffffffff 00000000 d30bd00b", {fill: "00", count: 20}]
+"""
+
 # The tests read vector files through the parse cache (harness/data/yamlcache.py) like any run,
 # but a cache of their own, made for this run and removed after it, not the user's: what an
 # earlier checkout left there cannot decide a result.  xdist workers and the command lines the

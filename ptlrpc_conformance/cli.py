@@ -126,7 +126,7 @@ def _failing_line(case: dict) -> str:
     lines = [line.strip() for line in str(case.get("message") or "").splitlines()
              if line.strip() and not line.startswith(charged or ("\0",))]     # not the requirement heading
     said = [" ".join(line.split()) for line in lines if line.startswith(("expected:", "actual:"))][:2]
-    problem = next((line for line in lines if charges.REQUIREMENT_ID.match(line)), None)   # "step N: RULE: text"
+    problem = next((line for line in lines if charges.PROBLEM_LINE.match(line)), None)   # "step N: RULE: text"
     text = "; ".join(said) if said else " ".join((problem or (lines[0] if lines else "")).split())
     head = f"{case.get('verdict', '').upper():<5} {case.get('id')} [{','.join(case.get('requirements') or ())}]"
     line = f"{head} {text}".rstrip()
@@ -506,6 +506,10 @@ def cmd_export(argv: list[str]) -> int:
     p.add_argument("--out", default="-", help="file to write (default: standard output)")
     options.add_arguments(p, options.command_options("export"))
     args = p.parse_args(argv)
+    bad_out = options.writable_file(args.out, "--out", make_parents=False) if args.out != "-" else []
+    if bad_out:
+        print(f"ptlrpc-conformance export: {bad_out[0]}", file=sys.stderr)
+        return EXIT_USAGE
     from ptlrpc_conformance.harness.data.vectors import VectorError, load_all   # jsonschema: +130 ms
     from ptlrpc_conformance.harness.verdicts.derive import derive         # the vectors, model: +180 ms
     try:

@@ -4,6 +4,8 @@ import sys
 
 import pytest
 
+from conftest import USER_VECTOR
+
 
 def test_certify_reference_in_process_passes(run_cli):
     run = run_cli("--iut", "reference")
@@ -65,19 +67,7 @@ def test_usage_errors_exit_2(run_cli, args, text):
 
 
 def test_user_vectors_join_the_run(run_cli, tmp_path):
-    (tmp_path / "mine.yaml").write_text("""
-format: ptlrpc-conformance-vectors/1
-area: local
-vectors:
-- id: local.bufcount.huge
-  title: bufcount 0xFFFFFFFF
-  requirements: [HDR-BUFCOUNT-1]
-  cite: [RULES HDR-6]
-  verdict: invalid
-  direction: reply
-  errno: [EINVAL]
-  bytes: ["ffffffff 00000000 d30bd00b", {fill: "00", count: 20}]
-""")
+    (tmp_path / "mine.yaml").write_text(USER_VECTOR)
     run = run_cli("--vectors", str(tmp_path / "mine.yaml"), "-k", "local or framing.magic")
     assert run.rc == 0, run.stdout + run.stderr
     assert run.verdicts()["local.bufcount.huge.decode"] == "pass"

@@ -311,6 +311,8 @@ KTEST = os.environ.get("KTEST_LUSTRE_CLIENT")
 def test_real_ktest_decodes_every_accepted_reply_exactly(run_cli):
     run = run_cli("--iut", f"exec:{sys.executable} {SHIM} --ktest {KTEST}", "-k", "framing")
     assert run.report["iut"]["hello"]["version"] == "d61568a", "not the file the certification is of"
+    decoded = [c for c in run.report["cases"] if c["id"].endswith(".decode") and c["verdict"] == "pass"]
+    assert decoded, "no reply was decoded and compared: the test would prove nothing"
     for c in run.report["cases"]:
         if c["verdict"] == "fail":
             sig = (c.get("notes") or {}).get("signature", "")

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from conftest import USER_VECTOR
 from ptlrpc_conformance import cli, plugin
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.data import registry
@@ -116,20 +117,6 @@ def test_plugin_defaults_and_types_are_the_table(pytester):
             config.getoption("conformance_seed")) == (2.5, 3, 7)
 
 
-VECTOR = """
-format: ptlrpc-conformance-vectors/1
-area: local
-vectors:
-- id: local.bufcount.huge
-  title: bufcount 0xFFFFFFFF
-  requirements: [HDR-BUFCOUNT-1]
-  cite: [RULES HDR-6]
-  verdict: invalid
-  direction: reply
-  errno: [EINVAL]
-  bytes: ["ffffffff 00000000 d30bd00b", {fill: "00", count: 20}]
-"""
-
 GIVEN = ["--iut", "reference", "--profile", "lustre-2.17.57-literal", "--seed", "7", "--examples", "3",
          "--vectors", "vecs", "--vectors", "more/vecs.yaml", "--ignore-errno-class", "--iut-timeout", "2.5",
          "--requirement", "HDR-MAGIC-1", "--area", "framing", "--area", "structs",
@@ -161,7 +148,7 @@ def test_certify_passes_on_what_the_table_says(monkeypatch, tmp_path):
     monkeypatch.setattr(pytest, "main", lambda pargs, **kw: calls.append(list(pargs)) or 0)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "vecs").mkdir()
-    (tmp_path / "vecs" / "mine.yaml").write_text(VECTOR)
+    (tmp_path / "vecs" / "mine.yaml").write_text(USER_VECTOR)
     given = GIVEN[:GIVEN.index("--vectors")] + ["--vectors", "vecs"] + GIVEN[GIVEN.index("--ignore-errno-class"):]
     assert cli.main(["certify", *given, "--out", str(tmp_path / "out")]) == 0
     pargs = calls[-1]
@@ -219,7 +206,7 @@ def test_reproduce_command_keeps_its_format(pytester, args):
 
 def test_reproduce_of_a_run_parses_back_to_its_options(run_cli, tmp_path):
     vectors = tmp_path / "mine.yaml"
-    vectors.write_text(VECTOR)
+    vectors.write_text(USER_VECTOR)
     given = ["--iut", "reference", "--seed", "11", "--examples", "2", "--vectors", str(vectors),
              "--ignore-errno-class", "--iut-timeout", "7.5", "--requirement", "HDR-MAGIC-3", "--area", "framing",
              "--case", "framing.magic.zero.decode", "--level", "MUST", "-k", "magic"]

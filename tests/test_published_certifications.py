@@ -73,11 +73,14 @@ def test_document_has_the_structure_certification_doc_writes(doc, sample):
     assert sorted(set(_table_headers(rendered))) == sorted(set(_table_headers(sample)))
     # the renderer's fixed words, values aside
     shapes = {_shape(line) for line in lines}
+    checked = 0
     for line in sample.splitlines():
         fixed = re.match(r"^(Level: \*\*|Protocol smoke check before the run: |\| (?:run started|reproduce|environment|"
                          r"seed) \| |\d+ cases (?:in \d+ groups|did not apply)[^.]*\.)", line)
         if fixed:
             assert any(s.startswith(_shape(fixed.group(1))) for s in shapes), f"no line like {line!r}"
+            checked += 1
+    assert checked, "the sample has none of the renderer's fixed lines: the check above checked nothing"
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
@@ -94,7 +97,7 @@ def test_counts_agree_with_themselves(doc):
     assert rows and all(rows), "a requirement row is not in the renderer's format"
     for m in rows:
         assert m.group(1) in known, f"{m.group(1)} is not a requirement the suite defines today"
-        verdict, ok, bad, err, na = m.group(3), *map(int, m.groups()[3:])
+        verdict, ok, bad, err, _na = m.group(3), *map(int, m.groups()[3:])
         # inconclusive: its applicable cases all failed on other requirements (no evidence either way)
         assert verdict == ("error" if err else "fail" if bad else "pass" if ok else verdict
                            if verdict in ("not-applicable", "inconclusive") else "not-applicable"), m.group(0)
@@ -112,3 +115,15 @@ def test_counts_agree_with_themselves(doc):
         assert sum(table) == failed + errors and len(table) == len(groups)
     else:
         assert "None: every applicable case passed." in failing
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[d.stem for d in DOCS])
+def test_a_published_certification_was_run_on_the_vectors_of_this_checkout(doc):
+    """A document's results hold for the vectors it was run on: when the bundled vectors
+    change, the document is regenerated (its reproduce command, then certification-doc)."""
+    from ptlrpc_conformance.harness.outputs.report import fingerprints
+    found = re.findall(r"^\| vectors sha256 \| `([0-9a-f]{64})` \|$", doc.read_text(encoding="utf-8"), re.M)
+    assert len(found) == 1, f"{doc.name}: no vectors sha256 row"
+    assert found[0] == fingerprints([])["vectors"], (
+        f"{doc.name} was generated from other vectors than this checkout's: re-run it "
+        f"(its 'reproduce' row; tools/certify_real.py for ktest and Lustre) and regenerate it")

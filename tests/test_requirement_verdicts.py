@@ -249,5 +249,6 @@ def test_requirements_list_and_report_count_the_same_cases(run_cli):
     reported = {rid: len(e["cases"]) for rid, e in report["requirements"].items()}
     profile = registry.profile(None).name
     in_profile = {r.id for r in registry.requirements().values() if r.in_profile(profile)}
+    assert counted and listed and reported, "a listing came back empty: nothing to compare"
     assert {r: n for r, n in counted.items() if n} == {r: n for r, n in listed.items() if r in in_profile} \
         == {r: n for r, n in reported.items() if r in in_profile}

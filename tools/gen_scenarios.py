@@ -146,7 +146,7 @@ class Script:
                at: int | None = None) -> int:
         """A create of object K, one above LAST_ID: the reply names K, transno as given."""
         why = "create one above LAST_ID" + (" (REPLAY_CREATE)" if transno != "zero" else "")
-        exp = reply(0, transno, requirement="TGT-OBJ-1" if transno == "zero" else "TGT-TRANSNO-2", why=why,
+        exp = reply(0, transno, requirement="TGT-OBJ-1", why=why,
                     struct="ost_body", fields={OBJECT_ID: self.obj(k, at)})
         return self.body(name, "OST_CREATE", k, exp, note or f"create object {k}", cond=cond, at=at)
 
@@ -185,7 +185,7 @@ def _merge(default: dict, cond: dict) -> dict:
 
 
 def ok(transno="zero", why="", **kw):
-    return reply(0, transno, requirement="TGT-TRANSNO-2" if transno == "nonzero" else "TGT-ERR-2", why=why, **kw)
+    return reply(0, transno, requirement="TGT-ERR-2", why=why, **kw)
 
 
 def fresh(**changes) -> Obj:
@@ -374,7 +374,7 @@ RDONLY, FLAGS2, REPLAY_CREATE = C("OBD_CONNECT_RDONLY"), C("OBD_CONNECT_FLAGS2")
 
 def created(s, k, transno="zero", why="", at=None):
     """The reply to a create whose reply must name object K."""
-    return reply(0, transno, requirement="TGT-OBJ-1" if transno == "zero" else "TGT-TRANSNO-2", why=why,
+    return reply(0, transno, requirement="TGT-OBJ-1", why=why,
                  struct="ost_body", fields={OBJECT_ID: s.obj(k, at)})
 
 
@@ -657,14 +657,23 @@ def _rc_create(s, name, k, note, connect_step):
     return n
 
 
+def _first_object(s, note, *others):
+    """c1 (and `others`) connected asking for REPLAY_CREATE, LAST_ID learnt, and object 1 created
+    by c1 (with a transno where REPLAY_CREATE was granted): the create step, which the recovery
+    scenarios replay."""
+    c1 = s.connect("c1", replay_create=True)
+    for name in others:
+        s.connect(name, replay_create=True)
+    s.probe("c1")
+    return _rc_create(s, "c1", 1, note, c1)
+
+
 @scenario("recovery.replay.one-client", "a restart, a reconnect with RECOVERING, replays answered with their own transnos, a new epoch after",
           ["RCV-CONN-1", "RCV-REPLAY-1", "RCV-EPOCH-1", "RCV-STATE-1"],
           ["RULES TRANSNO-4, TRANSNO-7, CONN-6", "ldlm_lib.c: target_handle_connect, target_recovery_thread",
            "tgt_lastrcvd.c: tgt_boot_epoch_update"], needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create", c1)
+    create = _first_object(s, "create")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid", MD["FLUID"], o_uid=77)
     punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 100", SIZE_BITS, o_size=100, o_blocks=EOF)
     s.op("restart")
@@ -684,10 +693,7 @@ def _(s):
           ["RULES TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request, check_for_next_transno"],
           needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.connect("c2", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create (c1)", c1)
+    create = _first_object(s, "create (c1)", "c2")
     first = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime 10 (c1)", MD["FLMTIME"], o_mtime=10)
     second = _transaction(s, "c2", "OST_SETATTR", 1, "setattr mtime 20 (c2)", MD["FLMTIME"], o_mtime=20)
     s.op("restart")
@@ -740,9 +746,7 @@ def _(s):
           ["RCV-FILTER-1", "RCV-CONN-1"], ["RULES OPC-4, CONN-8", "tgt_handler.c: tgt_filter_recovery_request",
                                          "ldlm_lib.c: target_handle_connect"], needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create", c1)
+    create = _first_object(s, "create")
     s.op("restart")
     s.connect("c1", recovering=True)
     s.body("c1", "OST_GETATTR", 1, err("EAGAIN", "RCV-FILTER-1", "GETATTR during recovery"), "getattr")
@@ -760,10 +764,7 @@ def _(s):
           "(it is below the next expected transno)", ["RCV-CLAIMED-1"],
           ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request"], needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.connect("c2", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create (c1)", c1)
+    create = _first_object(s, "create (c1)", "c2")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid 3 (c1)", MD["FLUID"], o_uid=3)
     s.op("restart")
     s.connect("c1", recovering=True)
@@ -792,10 +793,7 @@ def _(s):
           ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request, target_exp_enqueue_req_replay"],
           needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.connect("c2", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create (c1)", c1)
+    create = _first_object(s, "create (c1)", "c2")
     t1 = _transaction(s, "c2", "OST_SETATTR", 1, "setattr mtime 5 (c2)", MD["FLMTIME"], o_mtime=5)
     t2 = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid 3 (c1)", MD["FLUID"], o_uid=3)
     s.op("restart")
@@ -821,9 +819,7 @@ def _(s):
 @scenario("recovery.vbr-mismatch", "a replayed setattr whose pre-version differs from the object's version gets REPLY -EOVERFLOW",
           ["RCV-VBR-1"], ["RULES TRANSNO-9", "ofd_objects.c: ofd_version_get_check"], needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create", c1)
+    create = _first_object(s, "create")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr", MD["FLUID"], o_uid=8)
     s.op("restart")
     s.connect("c1", recovering=True)
@@ -853,9 +849,7 @@ def _(s):
           ["ofd_objects.c: ofd_version_get_check, ofd_object_punch, ofd_attr_set", "ofd_trans.c: ofd_trans_start"],
           needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create", c1)
+    create = _first_object(s, "create")
     punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 10: the version becomes its transno", SIZE_BITS,
                          o_size=10, o_blocks=EOF)
     times = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime: the version stays", MD["FLMTIME"], o_mtime=7)
@@ -878,9 +872,7 @@ def _(s):
           ["RULES TRANSNO-5, TRANSNO-6", "ofd_dev.c: ofd_sync_hdl", "tgt_handler.c: tgt_sync"],
           needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create", c1)
+    create = _first_object(s, "create")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid and mtime", MD["FLUID"] | MD["FLMTIME"], o_uid=31,
                             o_mtime=1234)
     punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 4000", SIZE_BITS, o_size=4000, o_blocks=EOF)
@@ -900,10 +892,7 @@ def _(s):
           ["ldlm_lib.c: target_queue_recovery_request (below the next expected transno: runs at once)",
            "tgt_lastrcvd.c: tgt_last_rcvd_update"], needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.connect("c2", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
+    create = _first_object(s, "create 1 (c1)", "c2")
     create2 = s.body("c1", "OST_CREATE", 2, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "create 2 (c1)")
     destroy = _transaction(s, "c1", "OST_DESTROY", 1, "destroy 1 (c1), its last request")
     later = [_transaction(s, "c2", "OST_SETATTR", 2, f"setattr mtime {i} of 2 (c2): the destroy may commit meanwhile, "
@@ -934,10 +923,7 @@ def _(s):
           ["ldlm_lib.c: target_queue_recovery_request (requests without a transno are not queued)",
            "tgt_lastrcvd.c: tgt_last_rcvd_update, tgt_server_data_init"], needs=("target", "restart"))
 def _(s):
-    c1 = s.connect("c1", replay_create=True)
-    s.connect("c2", replay_create=True)
-    s.probe("c1")
-    create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
+    create = _first_object(s, "create 1 (c1)", "c2")
     create2 = s.body("c2", "OST_CREATE", 2, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "create 2 (c2)")
     t = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime 3 (c1)", MD["FLMTIME"], o_mtime=3)
     s.op("restart")

@@ -153,6 +153,35 @@ void sb_put_hex(struct sbuf *sb, const uint8_t *p, size_t n)
     sb->data[sb->len] = '\0';
 }
 
+static int hexval(int c);
+
+uint8_t *hex_decode(const char *s, size_t len, size_t *outlen, int *bad)
+{
+    uint8_t *out;
+    size_t i;
+
+    *bad = 0;
+    if (len % 2 != 0) {
+        *bad = 1;
+        return NULL;
+    }
+    out = malloc(len / 2 + 1);          /* +1: never malloc(0) */
+    if (out == NULL)
+        return NULL;
+    for (i = 0; i < len / 2; i++) {
+        int h = hexval((unsigned char)s[2 * i]);
+        int l = hexval((unsigned char)s[2 * i + 1]);
+        if (h < 0 || l < 0) {
+            free(out);
+            *bad = 1;
+            return NULL;
+        }
+        out[i] = (uint8_t)(h * 16 + l);
+    }
+    *outlen = len / 2;
+    return out;
+}
+
 /* ---- arena ----------------------------------------------------------------------------- */
 
 struct arena_chunk {

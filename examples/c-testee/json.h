@@ -37,6 +37,9 @@ void sb_put_i64(struct sbuf *sb, int64_t v);
 void sb_put_jstr(struct sbuf *sb, const char *s, size_t n);
 /* lower-case hexadecimal of bytes, without quotes */
 void sb_put_hex(struct sbuf *sb, const uint8_t *p, size_t n);
+/* Decode a hex string (either case).  Returns a malloc'ed buffer or NULL (bad hex or no
+ * memory, told apart by *bad). */
+uint8_t *hex_decode(const char *s, size_t len, size_t *outlen, int *bad);
 
 /* ---- arena ----------------------------------------------------------------------------- */
 

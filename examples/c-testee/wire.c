@@ -168,46 +168,6 @@ uint32_t lustre_crc32_le(uint32_t seed, const uint8_t *p, size_t n)
     return crc;             /* no final inversion */
 }
 
-/* ---- hex --------------------------------------------------------------------------------- */
-
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
-uint8_t *hex_decode(const char *s, size_t len, size_t *outlen, int *bad)
-{
-    uint8_t *out;
-    size_t i;
-
-    *bad = 0;
-    if (len % 2 != 0) {
-        *bad = 1;
-        return NULL;
-    }
-    out = malloc(len / 2 + 1);          /* +1: never malloc(0) */
-    if (out == NULL)
-        return NULL;
-    for (i = 0; i < len / 2; i++) {
-        int h = hexval((unsigned char)s[2 * i]);
-        int l = hexval((unsigned char)s[2 * i + 1]);
-        if (h < 0 || l < 0) {
-            free(out);
-            *bad = 1;
-            return NULL;
-        }
-        out[i] = (uint8_t)(h * 16 + l);
-    }
-    *outlen = len / 2;
-    return out;
-}
-
 /* ---- decode (section 2.2) ------------------------------------------------------------- */
 
 int wire_decode(const uint8_t *d, size_t n, int is_reply, struct sbuf *out,

@@ -35,8 +35,5 @@ int wire_decode(const uint8_t *data, size_t n, int is_reply, struct sbuf *out,
  */
 int wire_encode(const struct jvalue *msg, struct sbuf *out, struct outcome *oc);
 
-/* Decode a hex string (either case).  Returns a malloc'ed buffer or NULL (bad hex or no
- * memory, told apart by *bad). */
-uint8_t *hex_decode(const char *s, size_t len, size_t *outlen, int *bad);
 
 #endif

@@ -144,40 +144,6 @@ static const char *errno_name(int e)
 	return other;
 }
 
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-static unsigned char *hex_decode(const char *s, size_t len, size_t *n)
-{
-	unsigned char *out;
-	size_t i;
-
-	if (len % 2)
-		return NULL;
-	out = malloc(len / 2 + 1);
-	if (out == NULL)
-		return NULL;
-	for (i = 0; i < len / 2; i++) {
-		int hi = hexval((unsigned char)s[2 * i]), lo = hexval((unsigned char)s[2 * i + 1]);
-
-		if (hi < 0 || lo < 0) {
-			free(out);
-			return NULL;
-		}
-		out[i] = (unsigned char)(hi << 4 | lo);
-	}
-	*n = len / 2;
-	return out;
-}
-
 static void put_u(struct sbuf *out, const char *name, uint64_t v, int first)
 {
 	if (!first)
@@ -416,10 +382,14 @@ static void op_decode(struct sbuf *out, const struct jvalue *id, const struct jv
 	struct answer a = { 0, NULL, "" };
 	unsigned char *bytes;
 	size_t n = 0;
+	int bad_hex = 0;
 	int is_reply;
 
-	if (data == NULL || data->type != J_STRING || (bytes = hex_decode(data->str, data->len, &n)) == NULL) {
-		error_response(out, id, "EINVAL", "decode needs hex \"data\"");
+	if (data == NULL || data->type != J_STRING || (bytes = hex_decode(data->str, data->len, &n, &bad_hex)) == NULL) {
+		if (data != NULL && data->type == J_STRING && !bad_hex)
+			error_response(out, id, "ENOMEM", "no memory for the message");
+		else
+			error_response(out, id, "EINVAL", "decode needs hex \"data\"");
 		return;
 	}
 	if (dir == NULL || dir->type != J_STRING ||

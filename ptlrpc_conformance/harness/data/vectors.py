@@ -38,11 +38,8 @@ import yaml
 from ptlrpc_conformance.harness.data import vector_schema, yamlcache
 from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, RegistryError, profiles, requirements
 from ptlrpc_conformance.harness.data.vector_schema import DECODE_ERRNOS, DIRECTIONS, FORMAT, OPS, VERDICTS  # noqa: F401
-from ptlrpc_conformance.harness.transport.protocol import HEADER
 
-SAFE_LOADER = yamlcache.SAFE_LOADER
 
-HEADER_FIELDS = tuple(HEADER)
 MAX_BYTES = 4 * 1024 * 1024
 _HEX = re.compile(r"^[0-9a-fA-F\s]*$")
 
@@ -237,6 +234,7 @@ def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[
     """Vectors of one file; problems are appended to `problems` (raised if None)."""
     own = problems is None
     problems = [] if own else problems
+    before = len(problems)                  # this file's problems are those appended from here
     name = str(path)
     try:
         text = text if text is not None else pathlib.Path(path).read_text(encoding="utf-8")
@@ -249,7 +247,7 @@ def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[
         problems.append(f"{name}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}")
         data = None
     out: list[Vector] = []
-    if data is None and not problems:
+    if data is None and len(problems) == before:
         problems.append(f"{name}: nothing to check: the file is empty")
     if isinstance(data, dict) and data.get("format") in SCENARIO_FORMATS:
         data = None              # a scenario file: harness/ost/scenario.py reads it

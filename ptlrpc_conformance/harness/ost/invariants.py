@@ -99,7 +99,9 @@ class TargetChecker:
     recovery_floor: int = 0              # during recovery a non-replay transno must exceed it
     _restart_epoch: int | None = None
     exports: dict[str, _Export] = field(default_factory=dict)       # client -> live export
-    dead: set[int] = field(default_factory=set)                     # cookies known gone
+    # cookies known gone -> the requirement that says they are gone (a request naming one that
+    # is served breaks it: RCV-OUTSIDE-1 for an eviction by a replay outside recovery, else TGT-CONN-2)
+    dead: dict[int, str] = field(default_factory=dict)
     committed: dict[tuple[str, int], int] = field(default_factory=dict)   # export -> lc of settled replies
     originals: dict[tuple[str, int], Message] = field(default_factory=dict)
     generations: dict[str, int] = field(default_factory=dict)
@@ -130,7 +132,7 @@ class TargetChecker:
         told = max(self.committed.values(), default=0)
         self.recovery_floor = max(commit_point or 0, told)
         for exp in self.exports.values():      # a restarted target forgets every cookie
-            self.dead.add(exp.cookie)
+            self.dead[exp.cookie] = "TGT-CONN-2"
         self.exports.clear()
 
     def recovery_ended(self) -> None:
@@ -195,7 +197,7 @@ class TargetChecker:
             must_drop = "MSGHDR_AT_SUPPORT with pb_timeout 0"
         if reply is None:
             if outside:
-                self._evict(client)
+                self._evict(client, "RCV-OUTSIDE-1")
             return out
         rep, why = wire.try_parse(reply, "reply")
         if rep is None:
@@ -228,7 +230,7 @@ class TargetChecker:
                 flag("TGT-CONN-1", f"pb_handle {r['pb_handle']:#x} in a reply to opcode {opc}: only connect replies set it")
             if not live and (b["pb_handle"] == 0 or b["pb_handle"] in self.dead):
                 if status != _errno("ENOTCONN"):
-                    flag("TGT-CONN-2", f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {rep.type_name} {status}")
+                    flag(self.dead.get(b["pb_handle"], "TGT-CONN-2"), f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {rep.type_name} {status}")
                 elif r["pb_type"] != ERR:
                     flag("TGT-ERR-1", f"pb_handle {b['pb_handle']:#x} names no export: -ENOTCONN is an early rejection, sent as ERR, not {rep.type_name}")
             elif outside:
@@ -236,10 +238,10 @@ class TargetChecker:
                     flag("RCV-OUTSIDE-1", f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery: expected ERR -ENODEV and eviction, got {rep.type_name} {status}")
                 elif r["pb_type"] != ERR:
                     flag("TGT-ERR-1", f"a replay outside recovery: -ENODEV is an early rejection, sent as ERR, not {rep.type_name}")
-                self._evict(client)
+                self._evict(client, "RCV-OUTSIDE-1")
                 return out
             if live and opc == self.disconnect_op and r["pb_type"] == REPLY and status == 0:
-                self._evict(client)
+                self._evict(client, "TGT-CONN-2")
 
         # -- transnos ---------------------------------------------------------------------
         key = (client, xid)
@@ -319,10 +321,11 @@ class TargetChecker:
             return bool(body and body["oa.o_valid"] & C("OBD_MD_FLFLAGS")
                         and body["oa.o_flags"] & C("OBD_FL_DELORPHAN"))
         return False
-    def _evict(self, client: str) -> None:
+    def _evict(self, client: str, rule: str) -> None:
+        """`client`'s export is gone; `rule` says so (see `dead`)."""
         exp = self.exports.pop(client, None)
         if exp is not None:
-            self.dead.add(exp.cookie)
+            self.dead[exp.cookie] = rule
 
     def _connect(self, client: str, req: Message, rep: Message, exp: _Export | None, flag,
                  infer_recovery: bool = True) -> None:
@@ -366,9 +369,9 @@ class TargetChecker:
                 flag("TGT-CONN-1", f"granted connect flags2 {flags2 & ~asked['ocd_connect_flags2']:#x} were not asked for")
         if not reconnect:
             self.generations[client] = self.generations.get(client, 0) + 1   # a new export
-        self.dead.discard(r["pb_handle"])
+        self.dead.pop(r["pb_handle"], None)
         if exp is not None and exp.cookie != r["pb_handle"]:
-            self.dead.add(exp.cookie)
+            self.dead[exp.cookie] = "TGT-CONN-2"
         self.exports[client] = _Export(r["pb_handle"], b["pb_conn_cnt"], flags, flags2)
 
     def check(self, records) -> list[Violation]:

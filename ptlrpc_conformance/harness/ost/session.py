@@ -248,13 +248,13 @@ class Session:
                     st.objects[oid] = model.resolve(st.objects[oid], got)
             return model.getattr_expect(obj), seen
         if opc == "OST_SETATTR":
-            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="setattr"), \
+            return reply(0, "nonzero", requirement="TGT-ERR-2", why="setattr"), \
                 lambda rep: model.apply(st, opc, oid, valid, fields)
         if opc == "OST_PUNCH":
-            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="punch"), \
+            return reply(0, "nonzero", requirement="TGT-ERR-2", why="punch"), \
                 lambda rep: model.apply(st, opc, oid, valid, fields)
         if opc == "OST_DESTROY":
-            return reply(0, "nonzero", requirement="TGT-TRANSNO-2", why="destroy"), \
+            return reply(0, "nonzero", requirement="TGT-ERR-2", why="destroy"), \
                 lambda rep: model.apply(st, opc, oid)
         if opc == "OST_SYNC":
             return reply(0, why="sync (commits nothing the suite may count on)"), None
@@ -282,7 +282,7 @@ class Session:
             for m in model.expected_create_id(last, n):
                 ref = self.ref(m)
                 alts.append((f"id-{m - last:+d}" if n > last else "nothing",
-                             reply(0, transno, requirement="TGT-OBJ-1" if transno == "zero" or n <= last else "TGT-TRANSNO-2",
+                             reply(0, transno, requirement="TGT-OBJ-1",
                                    why=why, struct="ost_body", fields={OBJECT_ID: ref if ref is not None else m})))
         expect = AnyOf(alts + refusals) if len(alts) + len(refusals) > 1 else alts[0][1]
 

@@ -127,6 +127,8 @@ def load(path: str | pathlib.Path) -> list[Entry]:
         if not isinstance(reason, str) or not reason.strip():
             problems.append(f"{where}: entry {eid} needs a reason")
         expires = e.get("expires")
+        if isinstance(expires, _dt.datetime):       # YAML reads "2027-06-30 10:00:00" as a datetime: its day
+            expires = expires.date()
         if expires is not None and not isinstance(expires, _dt.date):
             try:
                 expires = _dt.date.fromisoformat(str(expires))

@@ -174,7 +174,7 @@ def render(data: bytes, highlight: set[int] | None = None, limit: int = 4096, sp
         row_start = span.offset
 
         def flush():
-            nonlocal first, row, row_start
+            nonlocal first, row
             text = " ".join(row)
             tail = f"{span.label}" + (f" = {span.value}" if span.value else "") if first else ""
             lines.append(f"{row_start:6d}  {text:<48}  {tail}".rstrip())

@@ -37,8 +37,7 @@ def _statement(rid: str) -> str:
 def _requirement_line(rid: str, report: dict) -> str:
     """`  RID  statement…  (N failing cases)`, cut to WIDTH characters."""
     entry = (report.get("requirements") or {}).get(rid) or {}
-    verdicts = {c.get("id"): c.get("verdict") for c in report.get("cases") or []}
-    failing = sum(1 for c in entry.get("cases") or () if verdicts.get(c) in ("fail", "error"))
+    failing = len(entry.get("failing") or ())       # the cases whose failure was charged to it
     head = f"  {rid:<18} "
     tail = f"  ({failing} failing case{'s' if failing != 1 else ''})" if failing else ""
     text = _statement(rid)

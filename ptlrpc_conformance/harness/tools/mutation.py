@@ -7,8 +7,8 @@ a time (`--jobs`).  A run does not stop at the first failure, so the table can n
 case that killed a mutant.  The stateful Hypothesis cases of a target (target.stateful.exchange,
 recovery.stateful.restart) spend seconds shrinking a failure, so they run in a second round,
 only for a mutant whose own requirement no other case of its areas failed (`--thorough`: one
-round with every case).  A mutant is *killed* when a round fails (exit status 1, or 0 when
-only SHOULD requirements fail) and its report names failing cases (verdict fail, or error: an
+round with every case).  A mutant is *killed* when a round fails (exit status 1: each run is
+`--strict`, so a failing SHOULD case fails it too) and its report names failing cases (verdict fail, or error: an
 IUT that crashes fails the case at hand); `failing_requirements` are the requirements the
 reports charged, which the zoo's tests require to include the mutant's own.  It *survives*
 when every case passed (exit status 0, or 5 when no MUST case of a capability applied); a run
@@ -152,8 +152,11 @@ def run_one(m, examples: int, seed: int | None, timeout: float, thorough: bool =
                                       capture_output=True, text=True, timeout=max(left, 1.0),
                                       stdin=subprocess.DEVNULL)
             except subprocess.TimeoutExpired:
-                res.status, res.killed_by = ERROR, []
                 res.seconds = time.monotonic() - start
+                if res.status == KILLED:          # an earlier round killed it: that stands
+                    res.detail = f"round {number} took longer than the {timeout:g} s left"
+                    return res
+                res.status, res.killed_by = ERROR, []
                 res.detail = f"the run took longer than {timeout:g} s"
                 return res
             res.seconds = time.monotonic() - start
@@ -174,13 +177,11 @@ def run_one(m, examples: int, seed: int | None, timeout: float, thorough: bool =
         killers = sorted(c for c, v in verdicts.items() if v in ("fail", "error"))
         res.killed_by = sorted(set(res.killed_by) | set(killers))
         res.failing_requirements = sorted(set(res.failing_requirements) | set(failing))
-        # a run that failed only SHOULD requirements exits 0 (warnings); one in which no MUST case
-        # of a capability applied (the protocol area alone) exits 5
-        warned = proc.returncode == 0 and killers and failing and not set(failing) - _should(failing)
+        # a run in which no MUST case of a capability applied (the protocol area alone) exits 5
         if proc.returncode in (0, 5) and not killers:
             if res.status != KILLED:
                 res.status = SURVIVED
-        elif (proc.returncode == 1 or warned) and killers:
+        elif proc.returncode == 1 and killers:
             res.status = KILLED
             if m.requirement in res.failing_requirements:
                 return res              # else the next round may charge its own requirement
@@ -193,12 +194,6 @@ def run_one(m, examples: int, seed: int | None, timeout: float, thorough: bool =
     if res.status == SURVIVED and not res.cases_run:
         res.detail = "no applicable case ran"
     return res
-
-
-def _should(requirement_ids) -> set:
-    """Of `requirement_ids`, those of level SHOULD or MAY: a run they alone fail exits 0."""
-    known = registry.requirements()
-    return {r for r in requirement_ids if r in known and known[r].level != "MUST"}
 
 
 def run_all(chosen, jobs: int, examples: int, seed: int | None, timeout: float, progress=None,

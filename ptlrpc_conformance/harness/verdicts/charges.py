@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 
+from ptlrpc_conformance.harness.data.registry import REQUIREMENT_ID
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR, LIMITS, RULE_REQUIREMENT, failing_rules, predict
 
 ROBUST = "DEC-ROBUST-1"
@@ -66,7 +67,8 @@ MODEL_CHARGEABLE = tuple(dict.fromkeys(
 
 # a problem line of a target or recovery failure: "RULE: text", "step N: RULE: text",
 # "step N (client xid X): RULE: text"
-REQUIREMENT_ID = re.compile(r"^(?:step \d+(?: \([^)\n]*\))?: )?([A-Z]+(?:-[A-Z]+)*-\d+): ", re.M)
+# (the id's grammar is the registry's, REQUIREMENT_ID)
+PROBLEM_LINE = re.compile(r"^(?:step \d+(?: \([^)\n]*\))?: )?(" + REQUIREMENT_ID.pattern.strip("^$") + "): ", re.M)
 
 
 def applies_to_decode(rid: str) -> bool:
@@ -311,7 +313,7 @@ def case_requirements(vector, op: str) -> list[str]:
 def named_requirements(message: str, known) -> list[str]:
     """The requirement ids that head the problem lines of a message ("RULE: text", "step N:
     RULE: text"), each once, in order; only ids in `known`."""
-    return ordered(m.group(1) for m in REQUIREMENT_ID.finditer(message or "") if m.group(1) in known)
+    return ordered(m.group(1) for m in PROBLEM_LINE.finditer(message or "") if m.group(1) in known)
 
 
 def model_example_requirement(data: bytes, direction: str, tolerate_wrap: bool) -> tuple[str, ...]:

@@ -38,7 +38,6 @@ from ptlrpc_conformance.harness.verdicts.model import predict
 from ptlrpc_conformance.harness.data.vectors import Vector
 
 MAX_DERIVE_SIZE = 64 * 1024
-SWAB_REQUIREMENTS = charges.FOREIGN_ORDER
 TWIN, VARIANT = "twin", "variant"        # how the judge charges a case's failures (judge.TWIN, judge.VARIANT)
 
 

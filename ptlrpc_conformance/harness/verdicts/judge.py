@@ -126,14 +126,6 @@ def struct_diffs(expect: dict, actual, path: str) -> tuple[list[Diff], bool]:
     return out, False
 
 
-def compare_struct(expect: dict, actual, path: str, diffs: list[str]) -> bool:
-    """Compare a struct expectation {fields, valid}; returns whether `valid` was compared
-    (an IUT that reports no valid view is not judged on it)."""
-    found, valid_compared = struct_diffs(expect, actual, path)
-    diffs += [d.text for d in found]
-    return valid_compared
-
-
 def message_diffs(expect: dict, actual: dict, with_structs: bool = True) -> tuple[list[Diff], bool]:
     """Differences between the listed expected fields and a decode result.
     Returns (differences, checksum_compared)."""
@@ -185,13 +177,6 @@ def message_diffs(expect: dict, actual: dict, with_structs: bool = True) -> tupl
                     diffs.append(Diff(key, None, f"computed_cksum: expected {want:#010x}, "
                                                  f"got {_fmt(actual['computed_cksum'])}", want, actual["computed_cksum"]))
     return diffs, cksum_compared
-
-
-def compare_message(expect: dict, actual: dict, with_structs: bool = True) -> tuple[list[str], bool]:
-    """Differences between the listed expected fields and a decode result, one line each.
-    Returns (differences, checksum_compared)."""
-    diffs, cksum_compared = message_diffs(expect, actual, with_structs)
-    return [d.text for d in diffs], cksum_compared
 
 
 def _dump(title: str, data: bytes, highlight: set[int] | None = None) -> str:
