@@ -1,6 +1,4 @@
 """`python -m ptlrpc_conformance` is the `ptlrpc-conformance` command."""
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -6,6 +6,7 @@ written only with --conformance-report, the preflight runs only with an explicit
 """
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import sys
@@ -25,7 +26,7 @@ from ptlrpc_conformance.harness.outputs.report import Collector
 from ptlrpc_conformance.harness.runstate import (
     CLI_RUN, COLLECTOR, HELLO, IUT_START_FAILURE, SMOKE, STOP_REASON, WORKER_USAGE_ERROR)
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
-from ptlrpc_conformance.harness.transport.loader import load_adapter
+from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_check
 
 MARKER = "conformance"
 
@@ -45,14 +46,10 @@ def pytest_configure(config):
         collector = Collector(config)
         config.stash[COLLECTOR] = collector
         config.pluginmanager.register(collector, "ptlrpc_conformance.report")
-    timeout = config.getoption("iut_timeout")
-    if not 0 < timeout < float("inf"):
-        raise pytest.UsageError(f"--iut-timeout {timeout:g}: must be a positive, finite number of seconds")
+    problems = options.number_problems(config.getoption)
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
     max_fail, budget = config.getoption("conformance_max_fail"), config.getoption("conformance_time_budget")
-    if max_fail is not None and max_fail < 1:
-        raise pytest.UsageError(f"--conformance-max-fail {max_fail}: must be at least 1")
-    if budget is not None and not budget > 0:
-        raise pytest.UsageError(f"--conformance-time-budget {budget:g}: must be a positive number of seconds")
     if max_fail is not None or budget is not None:
         config.pluginmanager.register(RunLimits(config, max_fail, budget), "ptlrpc_conformance.limits")
     if not hasattr(config, "workerinput"):
@@ -184,6 +181,8 @@ def pytest_sessionstart(session):
         return
     if config.getoption("iut") is None and not config.getoption("conformance_report"):
         return
+    if HELLO in config.stash:           # the command line ran the preflight (cli.py)
+        return
     spec = config.getoption("iut") or "reference"
     try:
         adapter = load_adapter(spec, timeout=config.getoption("iut_timeout"))
@@ -198,18 +197,6 @@ def pytest_sessionstart(session):
         if collector is not None:       # pytest.exit here skips pytest_sessionfinish: report now
             collector.write_start_failure(session, 3)
         pytest.exit(f"the IUT could not start: {e}", returncode=3)
-
-
-def smoke_check(adapter) -> list[dict]:
-    """Before a run: the testee answers an unknown op with EOPNOTSUPP and echoes ids (the
-    exec adapter checks every id).  Problems are harness/protocol errors, reported apart."""
-    checks = []
-    out = adapter.call({"op": "x-smoke-unknown-op"}, probe=True)
-    checks.append({"check": "unknown op answered EOPNOTSUPP",
-                   "ok": out.rejected and out.error == "EOPNOTSUPP", "detail": out.describe()})
-    again = adapter.call({"op": "hello"}, probe=True)
-    checks.append({"check": "hello answered again, ids echoed", "ok": again.ok, "detail": again.describe()})
-    return checks
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -243,6 +230,9 @@ def pytest_collection_modifyitems(session, config, items):
     if problems:
         return _usage_error(config, items, "\n".join(problems))
     _select(config, items)
+    workers = (getattr(config, "workerinput", None) or {}).get("workercount")
+    if workers and getattr(config.option, "dist", None) == "worksteal":
+        _long_cases_first(items, workers)
     if config.getoption("conformance_list"):
         known = requirements()
         tw = config.get_terminal_writer()
@@ -254,6 +244,26 @@ def pytest_collection_modifyitems(session, config, items):
                 tw.line(f"{props['case_id']:<64} {props['requirements']}  [{'/'.join(levels)}]")
         tw.line(f"{sum(1 for i in items if 'case_id' in dict(i.user_properties))} cases")
         config.option.collectonly = True
+
+
+def _long_cases_first(items, workers: int) -> None:
+    """xdist `worksteal` on `workers` workers: the long cases (those that run the examples
+    budget: properties and stateful parts, hundreds of ms each, against a few ms for a vector)
+    are shared out evenly and each worker runs its share first.  Work stealing then moves the
+    short cases at the end, so no worker is left alone with a long one.  Worksteal hands the
+    collection out in `workers` consecutive runs (run k: what is left // the workers left), so
+    the long cases go to the head of each run.  The report sorts cases by id, so the order is
+    seen nowhere else; with any other scheduler it is left alone."""
+    long = [i for i in items if "conformance_examples" in getattr(i, "fixturenames", ())]
+    short = [i for i in items if "conformance_examples" not in getattr(i, "fixturenames", ())]
+    order, left = [], len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        mine = long[k::workers]
+        order += mine + short[:max(size - len(mine), 0)]
+        short = short[max(size - len(mine), 0):]
+    items[:] = order + short
 
 
 USAGE_ERROR = "conformance_usage_error"       # an xdist worker's usage error, for the controller
@@ -284,6 +294,16 @@ def pytest_sessionfinish(session):
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
         print(f"ERROR: {message}", file=sys.stderr)
     return (yield)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """An xdist worker ends with its process, and the controller waits for that end: the
+    objects of the run are moved out of the collector's sight (gc.freeze), so that the
+    interpreter's last collection does not walk them (about 0.2 s per worker).  Only on
+    workers: a process that goes on (pytest called in-process) would never collect them."""
+    if hasattr(config, "workerinput"):
+        gc.freeze()
 
 
 def _option_name(config, dest: str) -> str:

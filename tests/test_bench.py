@@ -98,10 +98,10 @@ def test_bench_reports_a_failing_tshark_run_as_failed(tmp_path):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--seconds", "0"], "--seconds must be positive"),
-    (["--seconds", "nan"], "--seconds must be positive and finite, not nan"),
-    (["--seconds", "inf"], "--seconds must be positive and finite, not inf"),
-    (["--iut-timeout", "inf"], "--iut-timeout must be positive and finite, not inf"),
+    (["--seconds", "0"], "argument --seconds: 0 is not a positive number of seconds"),
+    (["--seconds", "nan"], "argument --seconds: nan is not a positive number of seconds"),
+    (["--seconds", "inf"], "argument --seconds: inf is not a positive number of seconds"),
+    (["--iut-timeout", "inf"], "argument --iut-timeout: inf is not a positive number of seconds"),
     (["--json", "/no/such/dir/x.json"], "no such directory"),
     (["--frobnicate"], "unrecognized arguments: --frobnicate"),
 ])
@@ -114,5 +114,5 @@ def test_bench_usage_errors_exit_2(args, text, tmp_path):
 def test_bench_suite_rounds_must_be_positive():
     proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--suite-rounds", "0"],
                           capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2 and "--suite-rounds must be at least 1, not 0" in proc.stderr
+    assert proc.returncode == 2 and "argument --suite-rounds: 0 is not at least 1" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -69,7 +69,7 @@ def test_plugin_refuses_a_bad_iut_timeout(pytester):
         result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider",
                                                "--iut-timeout", value)
         assert result.ret == 4, value
-        assert f"--iut-timeout {float(value):g}: must be a positive, finite number of seconds" in result.stderr.str()
+        assert f"argument --iut-timeout: {float(value):g} is not a positive number of seconds" in result.stderr.str()
 
 
 def test_plugin_options_are_registered(pytester):
@@ -77,4 +77,4 @@ def test_plugin_options_are_registered(pytester):
     assert "--conformance-max-fail" in out and "--conformance-time-budget" in out
     result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider",
                                            "--conformance-max-fail", "0")
-    assert result.ret == 4 and "--conformance-max-fail 0: must be at least 1" in result.stderr.str()
+    assert result.ret == 4 and "argument --conformance-max-fail: 0 is not at least 1" in result.stderr.str()

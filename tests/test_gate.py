@@ -56,8 +56,13 @@ def test_stale_entry_fails_and_prints_the_line_to_remove(run_cli, tmp_path, fail
 
 def test_entry_matching_nothing_fails(run_cli, tmp_path, failures):
     entries = [{"id": c, "reason": "known"} for c in failures] + [{"id": "framing.no.such.case", "reason": "typo"}]
-    run = run_cli(*FAILING_IUT, "--known-failures", write(tmp_path / "kf.yaml", entries))
+    kf = write(tmp_path / "kf.yaml", entries)
+    run = run_cli(*FAILING_IUT, "--known-failures", kf)
     assert run.rc == 1 and "entry framing.no.such.case matches no case of this run" in run.stdout
+    # the line names the file as well as the line
+    line = next(x for x in run.stdout.splitlines() if "framing.no.such.case matches no case" in x)
+    where = line.strip().split(": entry ")[0]
+    assert where.startswith(f"{kf}:") and where[len(kf) + 1:].isdigit(), line
 
 
 def test_changed_signature_fails(run_cli, tmp_path, failures):

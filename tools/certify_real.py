@@ -33,6 +33,9 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CERTS = ROOT / "docs" / "certifications"
 KTEST_SHIM = "examples/ktest-client/ktest_testee.py"
+# this interpreter's ptlrpc-conformance (the checkout's, when it is installed editable), not
+# whichever is first on PATH
+COMMAND = [sys.executable, "-m", "ptlrpc_conformance.cli"]
 LUSTRE_DIR = "examples/lustre-testee"
 
 
@@ -40,13 +43,14 @@ def run(cmd: list[str], env=None, ok=(0,)) -> int:
     print("+ " + " ".join(shlex.quote(c) for c in cmd), file=sys.stderr)
     rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
     if rc not in ok:
-        raise SystemExit(f"certify_real: {cmd[0]} {cmd[1] if len(cmd) > 1 else ''} exited {rc}")
+        what = ["ptlrpc-conformance"] + cmd[len(COMMAND):][:1] if cmd[:len(COMMAND)] == COMMAND else cmd[:2]
+        raise SystemExit(f"certify_real: {' '.join(what)} exited {rc}")
     return rc
 
 
 def certify(iut: str, out: str, env=None) -> dict:
     # exit 0: every case passed; 1: cases failed (a certification of real code usually has some)
-    run(["ptlrpc-conformance", "certify", "--iut", iut, "--out", out], env=env, ok=(0, 1))
+    run(COMMAND + ["certify", "--iut", iut, "--out", out], env=env, ok=(0, 1))
     try:
         return json.loads(pathlib.Path(out, "report.json").read_text())
     except (OSError, ValueError) as e:
@@ -55,7 +59,7 @@ def certify(iut: str, out: str, env=None) -> dict:
 
 def document(out: str, notes: str, name: str) -> pathlib.Path:
     target = CERTS / name
-    run(["ptlrpc-conformance", "certification-doc", f"{out}/report.json", "--notes",
+    run(COMMAND + ["certification-doc", f"{out}/report.json", "--notes",
          str((CERTS / notes).relative_to(ROOT)), "--out", str(target.relative_to(ROOT))])
     return target
 

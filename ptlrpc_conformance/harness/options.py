@@ -44,8 +44,8 @@ def positive_int(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    if not _NUMBER_RULES[positive_int][0](value):
+        raise argparse.ArgumentTypeError(f"{value} {_NUMBER_RULES[positive_int][1]}")
     return value
 
 
@@ -54,9 +54,16 @@ def positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number of seconds")
+    if not _NUMBER_RULES[positive_float][0](value):
+        raise argparse.ArgumentTypeError(f"{text} {_NUMBER_RULES[positive_float][1]}")
     return value
+
+
+# each number type's rule: (the test, what a value that fails it "is not")
+_NUMBER_RULES: dict[Callable, tuple[Callable[[Any], bool], str]] = {
+    positive_int: (lambda v: v >= 1, "is not at least 1"),
+    positive_float: (lambda v: 0 < v < float("inf"), "is not a positive number of seconds"),
+}
 
 
 # ------------------------------------------------------------------------------------------
@@ -128,8 +135,22 @@ class Option:
         return [] if value is None or value == "" else [name, self.show(value)]
 
 
-# The plugin checks these itself, with messages naming the pytest option (plugin.py).
+# pytest parses these as plain numbers; the plugin checks them with number_problems, so that
+# its messages name the pytest option
 _PLAIN_TYPES = {positive_int: int, positive_float: float}
+
+
+def number_problems(getoption: Callable[[str], Any]) -> list[str]:
+    """The plugin's number options (`config.getoption`) checked by the rule of their command-line
+    type, a line each naming the pytest option."""
+    problems = []
+    for o in OPTIONS:
+        if o.pytest and o.plugin and o.type in _NUMBER_RULES:
+            value = getoption(o.config_dest)
+            test, what = _NUMBER_RULES[o.type]
+            if value is not None and not test(value):
+                problems.append(f"argument {o.pytest}: {value:g} {what}")
+    return problems
 
 _LIST, _DECODE, _REQUIREMENTS, _EXPORT = "list", "decode", "requirements", "export"
 

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
+from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
 from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
 from ptlrpc_conformance.harness.verdicts import judge
 from ptlrpc_conformance.harness.verdicts.charges import named_requirements
@@ -34,8 +35,9 @@ STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "T
                          "RCV-OUTSIDE-1"]
 CLIENTS = ("c1", "c2", "c3")
 PICK = st.integers(0, 1 << 16)            # which modelled object (an index, resolved at run time)
-IDS = st.integers(0, MAX_ID)               # uid, gid, projid below 2^32 - 1 (docs/target-rules.md §1)
 TIMES = st.integers(0, MAX_TIME)           # below 2^34 - 2^31 s
+# uid, gid, projid are drawn below 2^32 - 1 (MAX_ID, docs/target-rules.md §1); the many values
+# of setattr and punch are drawn as one block (packed_ints)
 SETATTR_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLMODE", "FLUID", "FLGID", "FLPROJID", "FLTYPE", "FLBLOCKS")
 PUNCH_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLUID", "FLGID", "FLPROJID", "FLMODE")
 BROKEN = ("truncated", "type-reply", "at-timeout-0", "unknown-opcode", "wrong-version", "short-body",
@@ -117,13 +119,13 @@ class TargetMachine(BudgetedMachine):
         n = 1 if last is None else max(1, last + k)
         self.s.body_op(self.c(name), "OST_CREATE", n)
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK, bits=st.sets(st.sampled_from(SETATTR_BITS)),
-          atime=TIMES, mtime=TIMES, ctime=TIMES, mode=st.integers(0, (1 << 32) - 1), uid=IDS, gid=IDS, projid=IDS,
-          size=st.integers(0, 1 << 30))
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK, bits=subsets(SETATTR_BITS),
+          values=packed_ints(MAX_TIME, MAX_TIME, MAX_TIME, (1 << 32) - 1, MAX_ID, MAX_ID, MAX_ID, 1 << 30))
     @budgeted
-    def setattr(self, name, pick, bits, atime, mtime, ctime, mode, uid, gid, projid, size):
+    def setattr(self, name, pick, bits, values):
         """Every obdo field holds a value; only those with a bit may be applied. A size
         without FLSIZE is noise the target must ignore."""
+        atime, mtime, ctime, mode, uid, gid, projid, size = values
         oid = self.oid(pick)
         if not self._connected(name) or oid is None:
             return
@@ -139,13 +141,13 @@ class TargetMachine(BudgetedMachine):
         if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_GETATTR", oid)
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK, start=st.integers(0, 1 << 40),
-          bits=st.sets(st.sampled_from(PUNCH_BITS), max_size=3), atime=TIMES, mtime=TIMES, ctime=TIMES,
-          uid=IDS, gid=IDS, projid=IDS)
+    @rule(name=st.sampled_from(CLIENTS), pick=PICK, bits=a_few(PUNCH_BITS, 3),
+          values=packed_ints(1 << 40, MAX_TIME, MAX_TIME, MAX_TIME, MAX_ID, MAX_ID, MAX_ID))
     @budgeted
-    def punch(self, name, pick, start, bits, atime, mtime, ctime, uid, gid, projid):
+    def punch(self, name, pick, bits, values):
         """A punch to `start`, with some times and ids (applied as ofd_attr_handle_id lets
         them) and a mode (ignored); the object is read back."""
+        start, atime, mtime, ctime, uid, gid, projid = values
         oid = self.oid(pick)
         if not self._connected(name) or oid is None:
             return

@@ -49,6 +49,12 @@ class Entry:
     signature: str | None = None
     expires: _dt.date | None = None
     line: int = 0
+    source: str = ""            # the known-failures file it was read from
+
+    @property
+    def where(self) -> str:
+        """Where the entry is written: FILE:LINE."""
+        return f"{self.source}:{self.line}" if self.source else f"line {self.line}"
 
     def as_dict(self) -> dict:
         out = {"id": self.id, "reason": self.reason}
@@ -138,7 +144,7 @@ def load(path: str | pathlib.Path) -> list[Entry]:
         sig = e.get("signature")
         if sig is not None and not isinstance(sig, str):
             problems.append(f"{where}: signature must be text")
-        entries.append(Entry(eid, str(reason or ""), sig, expires, line))
+        entries.append(Entry(eid, str(reason or ""), sig, expires, line, str(p)))
     ids = [e.id for e in entries]
     for dup in sorted({i for i in ids if ids.count(i) > 1}):
         problems.append(f"{p}: entry {dup} appears more than once")
@@ -188,16 +194,16 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
     for e in entries:
         hit = [c for c in cases if matches(e.id, c["id"], c.get("requirements", []) + c.get("failed_requirements", []))]
         if len(hit) > MAX_EXPANSION:
-            r.problems.append(f"line {e.line}: {e.id} matches {len(hit)} cases, more than {MAX_EXPANSION}: "
+            r.problems.append(f"{e.where}: {e.id} matches {len(hit)} cases, more than {MAX_EXPANSION}: "
                               "name the cases more precisely")
             continue
         if e.expires and e.expires < today:
             r.expired.append(e)
-            r.problems.append(f"line {e.line}: entry {e.id} expired on {e.expires}: fix the failure, or "
+            r.problems.append(f"{e.where}: entry {e.id} expired on {e.expires}: fix the failure, or "
                               "renew the entry with a new date")
         if not hit:
             r.unmatched.append(e)
-            r.problems.append(f"line {e.line}: entry {e.id} matches no case of this run: remove the entry "
+            r.problems.append(f"{e.where}: entry {e.id} matches no case of this run: remove the entry "
                               f"`- id: {e.id}`")
             continue
         # a requirement entry accepts the failures charged to it, not every failure of a case
@@ -206,7 +212,7 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
                    and covers(e.id, c["id"], c.get("requirements", []), c.get("failed_requirements"))]
         if not failing:
             r.stale.append(e)
-            r.problems.append(f"line {e.line}: entry {e.id} is stale: {stale_reason(e.id)}: remove the entry "
+            r.problems.append(f"{e.where}: entry {e.id} is stale: {stale_reason(e.id)}: remove the entry "
                               f"`- id: {e.id}`")
             continue
         for c in failing:
@@ -214,7 +220,7 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
             covered.setdefault(c["id"], e)
             if e.signature and sig != e.signature:
                 r.changed.append((e, c["id"], sig))
-                r.problems.append(f"line {e.line}: {c['id']} fails differently: signature {sig!r}, the entry says "
+                r.problems.append(f"{e.where}: {c['id']} fails differently: signature {sig!r}, the entry says "
                                   f"{e.signature!r}: replace the line `signature: {e.signature}` with "
                                   f"`signature: {sig}` (or fix the new failure)")
             elif not e.signature:

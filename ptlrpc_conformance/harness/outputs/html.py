@@ -27,7 +27,7 @@ import jinja2
 
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import parse_bytes
-from ptlrpc_conformance.harness.outputs import hexdump
+from ptlrpc_conformance.harness.outputs import hexdump, write_atomically
 from ptlrpc_conformance.harness.verdicts import level as level_rule
 
 VERDICTS = ("pass", "fail", "error", "not-applicable", "skipped")
@@ -646,9 +646,4 @@ def render(report: dict) -> str:
 
 def write(report: dict, path: str | os.PathLike) -> pathlib.Path:
     """Write render(report) to `path` (atomically; the directory is created)."""
-    p = pathlib.Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(render(report), encoding="utf-8")
-    tmp.replace(p)
-    return p
+    return write_atomically(path, render(report))

@@ -22,6 +22,7 @@ import yaml
 from ptlrpc_conformance import __version__
 from ptlrpc_conformance.harness.data.vectors import SCENARIO_FORMAT
 from ptlrpc_conformance.harness.options import reproduce_argv
+from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.verdicts.level import level
 from ptlrpc_conformance.spec import LUSTRE_VERSION
 
@@ -380,8 +381,4 @@ def _failure_text(report) -> str:
 
 
 def write(report: dict, path: str | os.PathLike) -> None:
-    p = pathlib.Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_suffix(p.suffix + ".tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
-    tmp.replace(p)
+    write_atomically(path, json.dumps(report, indent=1) + "\n")

@@ -43,7 +43,7 @@ import time
 
 from ptlrpc_conformance.harness.capture import pcap
 from ptlrpc_conformance.harness.data.vectors import load_all
-from ptlrpc_conformance.harness.options import Parser
+from ptlrpc_conformance.harness.options import Parser, positive_float, positive_int
 from ptlrpc_conformance.harness.transport import tshark as tshark_adapter
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter
@@ -285,7 +285,7 @@ def _print_exec(rows: list[dict], echo: dict | None) -> None:
 
 def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") -> int:
     p = Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--seconds", type=float, default=3.0, help="length of each measurement (default 3)")
+    p.add_argument("--seconds", type=positive_float, default=3.0, help="length of each measurement (default 3)")
     p.add_argument("--quick", action="store_true",
                    help="short measurements and a subset of the suite (a smoke run; figures mean little)")
     p.add_argument("--iut", action="append", default=[], metavar="SPEC",
@@ -296,17 +296,11 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
                    help="the tshark adapter's --iut value (default tshark)")
     p.add_argument("--no-tshark", action="store_true", help="skip the tshark section")
     p.add_argument("--no-suite", action="store_true", help="skip the suite wall-time section")
-    p.add_argument("--suite-rounds", type=int, default=3, metavar="N",
+    p.add_argument("--suite-rounds", type=positive_int, default=3, metavar="N",
                    help="certification runs of each kind in the suite section, medians reported (default 3)")
-    p.add_argument("--iut-timeout", type=float, default=10.0, help="per-call timeout (default 10)")
+    p.add_argument("--iut-timeout", type=positive_float, default=10.0, help="per-call timeout (default 10)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON to FILE")
     args = p.parse_args(argv)
-    if not 0 < args.seconds < float("inf"):           # nan and inf too: a measurement must end
-        p.error(f"--seconds must be positive and finite, not {args.seconds:g}")
-    if args.suite_rounds < 1:
-        p.error(f"--suite-rounds must be at least 1, not {args.suite_rounds}")
-    if not 0 < args.iut_timeout < float("inf"):
-        p.error(f"--iut-timeout must be positive and finite, not {args.iut_timeout:g}")
     if args.json and not pathlib.Path(args.json).resolve().parent.is_dir():
         p.error(f"--json {args.json}: no such directory")
     seconds = min(args.seconds, 0.3) if args.quick else args.seconds

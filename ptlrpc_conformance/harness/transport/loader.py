@@ -56,3 +56,15 @@ def _load(spec: str | None, timeout: float) -> Adapter:
             raise UsageError(f"--iut {spec!r}: {e}") from None
     raise UsageError(f"--iut {spec!r}: expected 'reference', 'python:package.module:factory', 'exec:COMMAND' "
                      "or 'tshark[:PROGRAM]'")
+
+
+def smoke_check(adapter) -> list[dict]:
+    """Before a run: the testee answers an unknown op with EOPNOTSUPP and echoes ids (the
+    exec adapter checks every id).  Problems are harness/protocol errors, reported apart."""
+    checks = []
+    out = adapter.call({"op": "x-smoke-unknown-op"}, probe=True)
+    checks.append({"check": "unknown op answered EOPNOTSUPP",
+                   "ok": out.rejected and out.error == "EOPNOTSUPP", "detail": out.describe()})
+    again = adapter.call({"op": "hello"}, probe=True)
+    checks.append({"check": "hello answered again, ids echoed", "ok": again.ok, "detail": again.describe()})
+    return checks

@@ -69,112 +69,96 @@ def _reader(data: bytes):
     return order, u
 
 
+def _checks(data: bytes, direction: str, tolerate_wrap: bool, first_only: bool) -> tuple[list[tuple], dict | None]:
+    """Lustre's checks of a received message, in its order, the one place that order is
+    written: (the checks `data` fails, each (rule, errno classes, required length or None),
+    and the words a valid expectation is built from, or None when a check failed).
+    `first_only` stops at the first failure (predict); otherwise the later checks are made
+    as far as the message can still be read (failing_rules): a message too short for its
+    lm_buflens[] ends the list, as does one too short for the body words checked."""
+    L = LIMITS
+    n = len(data)
+    out: list[tuple] = []
+
+    def fail(rule: str, errno: tuple[str, ...], required: int | None = None) -> bool:
+        out.append((rule, errno, required))
+        return first_only
+    if n < L["fixed"]:
+        fail("HDR-2", ("EINVAL",))
+        return out, None
+    order, u = _reader(data)
+    count = u(HDR["lm_bufcount"].offset)
+    if (count < 1 or count > L["maxcount"]) and fail("HDR-6", ("EINVAL",)):
+        return out, None
+    base = HDR["lm_buflens"].offset
+    header = -(-(base + 4 * count) // 8) * 8
+    if n < header:
+        fail("HDR-7", ("EINVAL",))
+        return out, None
+    lens = [u(base + 4 * i) for i in range(count)]
+    wrapped = False
+    for length in lens:
+        rounded = -(-length // 8) * 8
+        if rounded >= 1 << 32:
+            if not tolerate_wrap:
+                if fail("HDR-8 (wrap)", ("EINVAL",)):
+                    return out, None
+                break
+            wrapped, rounded = True, rounded - (1 << 32)
+        if rounded > L["maxlen"]:
+            if fail("HDR-8", ("EINVAL",)):
+                return out, None
+            break
+    # each buffer rounded up to 8 bytes, as a 32-bit sum would (a wrap Lustre follows)
+    required = header + sum(-(-x // 8) * 8 % (1 << 32) for x in lens)
+    if (required > n or required > L["maxlen"]) and fail("HDR-9", ("EINVAL",), required):
+        return out, None
+    if u(HDR["lm_magic"].offset) != L["magic"] and fail("HDR-4", ("EINVAL", "EPROTO"), required):
+        return out, None
+    if not lens:
+        fail("BODY-2", ("EFAULT",), required)
+        return out, None
+    if lens[0] < L["v2"] and fail("BODY-2", ("EFAULT",), required):
+        return out, None
+    body = header
+    if not first_only and n < body + BODY["pb_version"].offset + 4:
+        return out, None        # (a message predict reaches here with is as long as its buffers)
+    version = u(body + BODY["pb_version"].offset)
+    if version & 0xFFFF != L["version"] and fail("BODY-3", ("EINVAL",), required):
+        return out, None
+    ptype = u(body + BODY["pb_type"].offset)
+    if direction == "reply" and ptype not in (L["reply"], L["err"]) and fail("BODY-6", ("EPROTO",), required):
+        return out, None
+    if direction == "request" and ptype != L["request"] and fail("BODY-5", ANY_CLASS, required):
+        return out, None
+    if out:
+        return out, None
+    return out, dict(order=order, count=count, lens=lens, version=version, ptype=ptype, required=required,
+                     wrapped=wrapped)
+
+
 def predict(data: bytes, direction: str, tolerate_wrap: bool = False) -> Prediction:
     """The verdict for `data` received as `direction`.  With `tolerate_wrap` (profile
     lustre-2.17.57-literal) a buffer length whose rounding wraps is followed as Lustre
     follows it, and a message that then passes every check is `acceptable`."""
-    L = LIMITS
-    n = len(data)
-    reject = lambda errno, rule, required=None: Prediction("invalid", errno, rule, required_length=required)
-    if n < L["fixed"]:
-        return reject(("EINVAL",), "HDR-2")
-    order, u = _reader(data)
-    count = u(HDR["lm_bufcount"].offset)
-    if count < 1 or count > L["maxcount"]:
-        return reject(("EINVAL",), "HDR-6")
-    base = HDR["lm_buflens"].offset
-    header = -(-(base + 4 * count) // 8) * 8
-    if n < header:
-        return reject(("EINVAL",), "HDR-7")
-    lens = [u(base + 4 * i) for i in range(count)]
-    wrapped = False
-    placed = []
-    for length in lens:
-        rounded = -(-length // 8) * 8
-        if rounded >= 1 << 32:
-            if not tolerate_wrap:
-                return reject(("EINVAL",), "HDR-8 (wrap)")
-            wrapped, rounded = True, rounded - (1 << 32)
-        if rounded > L["maxlen"]:
-            return reject(("EINVAL",), "HDR-8")
-        placed.append(rounded)
-    required = header + sum(placed)
-    if required > n or required > L["maxlen"]:
-        return reject(("EINVAL",), "HDR-9", required)
-    if u(HDR["lm_magic"].offset) != L["magic"]:
-        return reject(("EINVAL", "EPROTO"), "HDR-4", required)
-    if lens[0] < L["v2"]:
-        return reject(("EFAULT",), "BODY-2", required)
-    body = header
-    version = u(body + BODY["pb_version"].offset)
-    if version & 0xFFFF != L["version"]:
-        return reject(("EINVAL",), "BODY-3", required)
-    ptype = u(body + BODY["pb_type"].offset)
-    if direction == "reply" and ptype not in (L["reply"], L["err"]):
-        return reject(("EPROTO",), "BODY-6", required)
-    if direction == "request" and ptype != L["request"]:
-        return reject(ANY_CLASS, "BODY-5", required)
+    failed, words = _checks(data, direction, tolerate_wrap, first_only=True)
+    if failed:
+        rule, errno, required = failed[0]
+        return Prediction("invalid", errno, rule, required_length=required)
+    if words["wrapped"]:
+        return Prediction("acceptable", (), "HDR-8 (wrap, tolerated)", required_length=words["required"])
     expect = {
-        "byte_order": order,
-        "header": {"lm_bufcount": count, "lm_magic": L["magic"]},
-        "buflens": lens,
-        "body": {"pb_type": ptype, "pb_version": version},
+        "byte_order": words["order"],
+        "header": {"lm_bufcount": words["count"], "lm_magic": LIMITS["magic"]},
+        "buflens": words["lens"],
+        "body": {"pb_type": words["ptype"], "pb_version": words["version"]},
     }
-    if lens[0] < L["v3"]:
+    if words["lens"][0] < LIMITS["v3"]:
         expect["body"]["pb_jobid"] = None
-    if wrapped:
-        return Prediction("acceptable", (), "HDR-8 (wrap, tolerated)", required_length=required)
-    return Prediction("valid", (), "", expect, required)
+    return Prediction("valid", (), "", expect, words["required"])
 
 
 def failing_rules(data: bytes, direction: str, tolerate_wrap: bool = False) -> list[tuple[str, tuple[str, ...]]]:
     """Every check `data` fails, in Lustre's order, as (rule, errno classes); [] for a message
-    the model accepts.  The first is `predict`'s rule.  The later ones are the checks that
-    would also reject the message, as far as it can still be read (a message too short for
-    its lm_buflens[] ends the list, as does one too short for the body words checked)."""
-    L = LIMITS
-    n = len(data)
-    out: list[tuple[str, tuple[str, ...]]] = []
-    if n < L["fixed"]:
-        return [("HDR-2", ("EINVAL",))]
-    order, u = _reader(data)
-    count = u(HDR["lm_bufcount"].offset)
-    if count < 1 or count > L["maxcount"]:
-        out.append(("HDR-6", ("EINVAL",)))
-    base = HDR["lm_buflens"].offset
-    header = -(-(base + 4 * count) // 8) * 8
-    if n < header:
-        return out + [("HDR-7", ("EINVAL",))]
-    lens = [u(base + 4 * i) for i in range(count)]
-    placed = []
-    for length in lens:
-        rounded = -(-length // 8) * 8
-        if rounded >= 1 << 32:
-            if not tolerate_wrap:
-                out.append(("HDR-8 (wrap)", ("EINVAL",)))
-                break
-            rounded -= 1 << 32
-        if rounded > L["maxlen"]:
-            out.append(("HDR-8", ("EINVAL",)))
-            break
-        placed.append(rounded)
-    required = header + sum(-(-x // 8) * 8 % (1 << 32) for x in lens)
-    if required > n or required > L["maxlen"]:
-        out.append(("HDR-9", ("EINVAL",)))
-    if u(HDR["lm_magic"].offset) != L["magic"]:
-        out.append(("HDR-4", ("EINVAL", "EPROTO")))
-    if not lens:
-        return out + [("BODY-2", ("EFAULT",))]
-    if lens[0] < L["v2"]:
-        out.append(("BODY-2", ("EFAULT",)))
-    body = header
-    if n < body + BODY["pb_version"].offset + 4:
-        return out
-    if u(body + BODY["pb_version"].offset) & 0xFFFF != L["version"]:
-        out.append(("BODY-3", ("EINVAL",)))
-    ptype = u(body + BODY["pb_type"].offset)
-    if direction == "reply" and ptype not in (L["reply"], L["err"]):
-        out.append(("BODY-6", ("EPROTO",)))
-    if direction == "request" and ptype != L["request"]:
-        out.append(("BODY-5", ANY_CLASS))
-    return out
+    the model accepts.  The first is `predict`'s rule (both walk _checks)."""
+    return [(rule, errno) for rule, errno, _ in _checks(data, direction, tolerate_wrap, first_only=False)[0]]

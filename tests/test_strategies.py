@@ -1,0 +1,98 @@
+"""The one-draw strategies (fixtures/strategies.py) and the order xdist workers run cases in."""
+import types
+
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+from hypothesis import strategies as st
+
+from ptlrpc_conformance import plugin
+from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
+
+OPTIONS = [f"o{i}" for i in range(12)]
+QUIET = settings(max_examples=300, database=None, suppress_health_check=list(HealthCheck))
+
+
+def test_subsets_are_ordered_sublists_sparse_and_dense():
+    seen = []
+
+    @QUIET
+    @given(subsets(OPTIONS))
+    def run(chosen):
+        assert chosen == [o for o in OPTIONS if o in chosen]     # in the options' order, no repeats
+        seen.append(len(chosen))
+    run()
+    assert min(seen) == 0 and max(seen) >= len(OPTIONS) // 2 and any(n == 1 for n in seen)
+
+
+def test_subsets_shrink_to_the_first_option():
+    assert find(subsets(OPTIONS), lambda chosen: len(chosen) >= 1) == [OPTIONS[0]]
+
+
+def test_a_few_are_distinct_and_at_most_most():
+    seen = set()
+
+    @QUIET
+    @given(a_few(OPTIONS, 3))
+    def run(chosen):
+        assert len(chosen) <= 3 and len(set(chosen)) == len(chosen) and set(chosen) <= set(OPTIONS)
+        seen.update(chosen)
+    run()
+    assert OPTIONS[-1] in seen and OPTIONS[0] in seen        # any option, not only the first ones
+
+
+def test_packed_ints_stay_in_range_and_reach_the_edges():
+    tops = (0, 1, 255, (1 << 34) - (1 << 31), (1 << 32) - 2)
+    seen = [set() for _ in tops]
+
+    @QUIET
+    @given(packed_ints(*tops))
+    def run(values):
+        assert len(values) == len(tops)
+        for v, top, s in zip(values, tops, seen):
+            assert 0 <= v <= top
+            s.add(v)
+    run()
+    for top, s in zip(tops, seen):
+        assert 0 in s and top in s, (top, sorted(s)[:5])
+    assert any(v < 256 for v in seen[3]) and any(v >= 1 << 16 for v in seen[3])     # small and large
+
+
+def test_packed_ints_shrink_towards_zero():
+    assert find(packed_ints(1000, 1000, 1000), lambda t: t[1] > 0) == (0, 1, 0)
+
+
+def _item(name: str, long: bool):
+    return types.SimpleNamespace(name=name, fixturenames=["iut", "conformance_examples"] if long else ["iut"])
+
+
+@pytest.mark.parametrize("workers", [2, 3])
+def test_long_cases_lead_each_workers_run(workers):
+    """worksteal gives worker k the k-th run of len // workers-left items: each run starts with
+    its share of the long cases, and every item is kept once."""
+    items = [_item(f"c{i}", long=i % 7 == 3) for i in range(40)]
+    long = [i.name for i in items if "conformance_examples" in i.fixturenames]
+    plugin._long_cases_first(items, workers)
+    assert sorted(i.name for i in items) == sorted(f"c{i}" for i in range(40))
+    at, left = 0, len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        share = long[k::workers]
+        run = items[at:at + size]
+        assert [i.name for i in run[:len(share)]] == share
+        assert all("conformance_examples" not in i.fixturenames for i in run[len(share):])
+        at += size
+
+
+def test_certify_with_jobs_asks_for_worksteal(monkeypatch, tmp_path):
+    import pytest as pytest_module
+    from ptlrpc_conformance import cli
+    seen = []
+    monkeypatch.setattr(pytest_module, "main", lambda args, plugins=(): seen.append(list(args)) or 0)
+    cli.main(["certify", "--out", str(tmp_path / "o"), "-n", "2", "-q"])
+    cli.main(["certify", "--out", str(tmp_path / "o"), "-n", "2", "-q", "--", "--dist", "load"])
+    cli.main(["certify", "--out", str(tmp_path / "o"), "-q"])
+    first, chosen, serial = seen
+    assert first[first.index("--dist") + 1] == "worksteal"
+    assert chosen.count("--dist") == 1 and chosen[chosen.index("--dist") + 1] == "load"
+    assert "--dist" not in serial
