@@ -230,9 +230,9 @@ def pytest_collection_modifyitems(session, config, items):
     if problems:
         return _usage_error(config, items, "\n".join(problems))
     _select(config, items)
-    workers = (getattr(config, "workerinput", None) or {}).get("workercount")
-    if workers and getattr(config.option, "dist", None) == "worksteal":
-        _long_cases_first(items, workers)
+    worker = getattr(config, "workerinput", None) or {}
+    if worker.get("workercount") and worker.get("conformance_dist") == "worksteal":
+        _long_cases_first(items, worker["workercount"])
     if config.getoption("conformance_list"):
         known = requirements()
         tw = config.get_terminal_writer()
@@ -315,8 +315,10 @@ def _option_name(config, dest: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """xdist controller: the workers name options as the user did (see _option_name)."""
+    """xdist controller: the workers name options as the user did (see _option_name), and know
+    the scheduling (a worker's own config.option.dist is "no": see _long_cases_first)."""
     node.workerinput["conformance_cli"] = bool(node.config.stash.get(CLI_RUN, False))
+    node.workerinput["conformance_dist"] = getattr(node.config.option, "dist", None)
 
 
 def _selection_problems(config, case_ids) -> list[str]:

@@ -3,7 +3,6 @@ import types
 
 import pytest
 from hypothesis import HealthCheck, find, given, settings
-from hypothesis import strategies as st
 
 from ptlrpc_conformance import plugin
 from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
@@ -96,3 +95,34 @@ def test_certify_with_jobs_asks_for_worksteal(monkeypatch, tmp_path):
     assert first[first.index("--dist") + 1] == "worksteal"
     assert chosen.count("--dist") == 1 and chosen[chosen.index("--dist") + 1] == "load"
     assert "--dist" not in serial
+
+
+def test_xdist_workers_run_their_long_cases_first(pytester):
+    """Under `-n 2 --dist worksteal` each worker starts with long cases (the check that a
+    worker knows the scheduling: its own config.option.dist is "no")."""
+    log = pytester.path / "order.log"
+    pytester.makepyfile(test_order=f"""
+        import os
+        import pytest
+
+        def _log(name):
+            with open({str(log)!r}, "a") as f:
+                f.write(os.environ.get("PYTEST_XDIST_WORKER", "-") + " " + name + "\\n")
+
+        @pytest.mark.parametrize("k", range(30))
+        def test_short(k):
+            _log("short")
+
+        @pytest.mark.parametrize("k", range(4))
+        def test_long(k, conformance_examples):
+            _log("long")
+    """)
+    result = pytester.runpytest_subprocess("-n", "2", "--dist", "worksteal", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str()[-2000:]
+    runs: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        worker, kind = line.split()
+        runs.setdefault(worker, []).append(kind)
+    assert sorted(runs) == ["gw0", "gw1"]
+    for worker, kinds in runs.items():
+        assert kinds[:2] == ["long", "long"], (worker, kinds[:6])

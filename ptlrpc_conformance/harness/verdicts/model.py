@@ -160,5 +160,7 @@ def predict(data: bytes, direction: str, tolerate_wrap: bool = False) -> Predict
 
 def failing_rules(data: bytes, direction: str, tolerate_wrap: bool = False) -> list[tuple[str, tuple[str, ...]]]:
     """Every check `data` fails, in Lustre's order, as (rule, errno classes); [] for a message
-    the model accepts.  The first is `predict`'s rule (both walk _checks)."""
+    the model accepts.  The first is `predict`'s rule (both walk _checks), but for a buffer
+    length whose wrap is tolerated and leaves the message shorter than the body words: predict
+    reads them short, and this list ends before them."""
     return [(rule, errno) for rule, errno, _ in _checks(data, direction, tolerate_wrap, first_only=False)[0]]
