@@ -122,7 +122,7 @@ def _checks(data: bytes, direction: str, tolerate_wrap: bool, first_only: bool) 
         return out, None
     body = header
     if not first_only and n < body + BODY["pb_version"].offset + 4:
-        return out, None        # (a message predict reaches here with is as long as its buffers)
+        return out, None        # predict reads the words even when short (see failing_rules)
     version = u(body + BODY["pb_version"].offset)
     if version & 0xFFFF != L["version"] and fail("BODY-3", ("EINVAL",), required):
         return out, None
