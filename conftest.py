@@ -14,7 +14,6 @@ pytest_plugins = ["pytester"]
 ROOT = pathlib.Path(__file__).resolve().parent
 TESTS = ROOT / "tests"
 SPEC_SOURCES = ROOT / "spec-sources"         # the repository's copy of the spec sources
-SHARED_SPEC = ROOT.parent / "shared" / "spec"  # where that copy is refreshed from, when present
 
 
 SETUP_SYSTEM = "bash tools/setup-system.sh"

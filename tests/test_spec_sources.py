@@ -1,6 +1,7 @@
 """The spec sources live in the repository (spec-sources/), so a plain clone regenerates and
-tests its data from its own files; `tools/regen.py --from-shared DIR` refreshes the copy from
-the shared spec, and when ../shared/spec is beside the repository the copy must equal it."""
+tests its data from its own files, and no test reads anything outside the repository.
+`tools/regen.py --from-shared DIR` refreshes the copy from the shared spec, and with --check
+compares them (a maintainer's command, spec-sources/README.md; tested here on copies)."""
 import importlib
 import json
 import shutil
@@ -9,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, SHARED_SPEC, SPEC_SOURCES
+from conftest import ROOT, SPEC_SOURCES
 
 sys.path.insert(0, str(ROOT / "tools"))
 regen = importlib.import_module("regen")
@@ -18,13 +19,6 @@ regen = importlib.import_module("regen")
 def refresh(*args, cwd=ROOT):
     return subprocess.run([sys.executable, str(ROOT / "tools" / "regen.py"), *map(str, args)],
                           capture_output=True, text=True, cwd=cwd)
-
-
-def test_copy_equals_the_shared_spec():
-    if not (SHARED_SPEC / "wire_facts.yaml").is_file():
-        pytest.skip(f"{SHARED_SPEC} is not beside this checkout: nothing to compare spec-sources/ with")
-    proc = refresh("--from-shared", SHARED_SPEC, "--check")
-    assert proc.returncode == 0, proc.stderr
 
 
 def test_the_repository_carries_every_file_the_generators_read():

@@ -345,11 +345,9 @@ class TargetChecker:
             flag("TGT-CONN-1", "a successful connect reply carries no export cookie (pb_handle 0)")
         if not op & C("MSG_CONNECT_REPLAYABLE"):
             flag("TGT-CONN-1", f"a connect reply without MSG_CONNECT_REPLAYABLE (pb_op_flags {op:#x})")
-        if not infer_recovery:
-            pass
-        elif recovering and not self.recovering:
+        if infer_recovery and recovering and not self.recovering:
             self.restart()              # a trace shows a restart only this way
-        elif self.recovering and not recovering and self._restart_epoch is not None:
+        elif infer_recovery and self.recovering and not recovering and self._restart_epoch is not None:
             self.recovery_ended()       # a connect served outside recovery: it is over (or never began)
         if exp is not None and b["pb_handle"] == exp.cookie and not recovering:
             if not reconnect:
