@@ -29,7 +29,8 @@ def test_bench_quick_prints_every_section(tmp_path):
     src = _c_testee_sources(tmp_path)
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--json", str(out),
-                           "--c-testee", str(src)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                           "--c-testee", str(src), "--workload-ceiling"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
     assert "Traceback" not in text + proc.stderr
@@ -49,6 +50,8 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert re.search(r"^  serial +[\d.]+ s +1 cases   \(round 1\)$", text, re.M)
     assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
     assert re.search(r"^  median serial: [\d.]+ s$", text, re.M)
+    assert re.search(r"^  two whole serial certifications at once against one after the other: [\d.]+x "
+                     r"\(median of [\d.]+; what a perfect two-way split of this work would gain here\)$", text, re.M), text
     figures = json.loads(out.read_text())
     assert figures["format"] == "ptlrpc-conformance-bench/1" and figures["quick"] is True
     assert [r["label"] for r in figures["exec"]][:3] == ["echo, no decoding (raw pipe limit)",
@@ -57,6 +60,8 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert figures["in_process"]["pipelined"] > 0 and figures["exec"][0]["ratio"] > 0
     assert {r["mode"] for r in figures["suite"]["runs"]} == {"serial", "-n auto"}
     assert set(figures["suite"]["median_s"]) == {"serial"} and figures["suite"]["ceiling"] == []   # --quick: one round
+    workload = figures["suite"]["workload_ceiling"]
+    assert len(workload) == 1 and workload[0]["exit_statuses"] == [0, 0, 0, 0] and workload[0]["speedup"] > 0
     assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
 
 

@@ -17,7 +17,9 @@ A benchmark, not a test: it prints figures, it judges nothing.  In one run it me
                own run fails (an exit status other than 0, or no end within 600 s)
   suite        wall time of `certify --iut reference`, serial and with `-n auto`, in turn,
                --suite-rounds times (medians reported), beside this machine's own speed-up
-               on two CPU-bound processes at the time (on a shared machine both move)
+               on two CPU-bound processes at the time (on a shared machine both move); with
+               --workload-ceiling also two whole serial certifications at once against one
+               after the other: what a perfect split of this very work in two would gain
 
 Inputs: the valid bundled decode vectors up to 4 KiB (messages of a few hundred bytes, each
 decoded to a MESSAGE of about 1 KB; the run prints how many; the 1 MB vectors would measure
@@ -210,9 +212,34 @@ def _ceiling() -> dict:
     return {"serial_s": round(serial, 2), "together_s": round(together, 2), "speedup": round(serial / together, 2)}
 
 
-def _suite_section(quick: bool, rounds: int = 3) -> dict:
+def _certify_argv(tmp: str, name: str, extra: list[str]) -> list[str]:
+    return [sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "reference",
+            "--out", os.path.join(tmp, name), "-q"] + extra
+
+
+def _workload_ceiling(extra: list[str]) -> dict:
+    """Two whole serial certifications, one after the other and then at once.  Neither waits
+    for the other, and neither pays a start-up the other avoids, so their speed-up is what a
+    perfect split of this very work in two (no overhead, halves of equal weight) would gain on
+    this machine now.  Unlike the loop of _ceiling, it runs the suite's code on its data."""
+    with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
+        argvs = [_certify_argv(tmp, f"out{i}", extra) for i in range(2)]
+        start = time.perf_counter()
+        statuses = [subprocess.run(argv, capture_output=True, cwd=tmp, check=False).returncode for argv in argvs]
+        serial = time.perf_counter() - start
+        start = time.perf_counter()
+        procs = [subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=tmp)
+                 for argv in argvs]
+        statuses += [proc.wait() for proc in procs]
+        together = time.perf_counter() - start
+    return {"serial_s": round(serial, 2), "together_s": round(together, 2), "speedup": round(serial / together, 2),
+            "exit_statuses": statuses}
+
+
+def _suite_section(quick: bool, rounds: int = 3, workload: bool = False) -> dict:
     """`rounds` runs of the certification, serial and with -n auto in turn, each followed by a
-    measure of the machine's own two-process ceiling; the medians are the figures."""
+    measure of the machine's own two-process ceiling (and, with `workload`, of the same for
+    two whole certifications); the medians are the figures."""
     extra = QUICK_SUITE_ARGS if quick else []
     out: dict = {"command": "ptlrpc-conformance certify --iut reference" + (" " + " ".join(extra) if extra else ""),
                  "runs": [], "ceiling": []}
@@ -228,8 +255,7 @@ def _suite_section(quick: bool, rounds: int = 3) -> dict:
                                     "skipped": "--quick (starting workers costs more than one case)"})
                 continue
             with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
-                argv = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "reference",
-                        "--out", os.path.join(tmp, "out"), "-q"] + extra + (["-n", jobs] if jobs else [])
+                argv = _certify_argv(tmp, "out", extra + (["-n", jobs] if jobs else []))
                 start = time.perf_counter()
                 proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
                 wall = time.perf_counter() - start
@@ -242,6 +268,8 @@ def _suite_section(quick: bool, rounds: int = 3) -> dict:
             out["runs"].append(run)
         if not quick and have_xdist:
             out["ceiling"].append(_ceiling())
+        if workload:
+            out.setdefault("workload_ceiling", []).append(_workload_ceiling(extra))
     medians = {}
     for mode in ("serial", "-n auto"):
         walls = [r["wall_s"] for r in out["runs"] if r["mode"] == mode and "wall_s" in r]
@@ -252,6 +280,8 @@ def _suite_section(quick: bool, rounds: int = 3) -> dict:
         out["speedup"] = round(medians["serial"] / medians["-n auto"], 2)
     if out["ceiling"]:
         out["ceiling_speedup"] = statistics.median(c["speedup"] for c in out["ceiling"])
+    if out.get("workload_ceiling"):
+        out["workload_ceiling_speedup"] = statistics.median(c["speedup"] for c in out["workload_ceiling"])
     return out
 
 
@@ -298,6 +328,9 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
     p.add_argument("--no-suite", action="store_true", help="skip the suite wall-time section")
     p.add_argument("--suite-rounds", type=positive_int, default=3, metavar="N",
                    help="certification runs of each kind in the suite section, medians reported (default 3)")
+    p.add_argument("--workload-ceiling", action="store_true",
+                   help="after each round also run two serial certifications one after the other and at once: "
+                        "what a perfect two-way split of the suite would gain here (about 3 runs' time a round)")
     p.add_argument("--iut-timeout", type=positive_float, default=10.0, help="per-call timeout (default 10)")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON to FILE")
     args = p.parse_args(argv)
@@ -379,7 +412,7 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
         result["suite"] = {"skipped": "--no-suite"}
         print("  skipped: --no-suite")
     else:
-        s = _suite_section(args.quick, args.suite_rounds)
+        s = _suite_section(args.quick, args.suite_rounds, args.workload_ceiling)
         result["suite"] = s
         print(f"  command: {s['command']}")
         for run in s["runs"]:
@@ -396,6 +429,14 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
             print(f"  this machine's own two-process speed-up meanwhile: {s['ceiling_speedup']:.2f}x (median of "
                   + ", ".join(f"{c['speedup']:.2f}" for c in s["ceiling"])
                   + "; a pure-Python loop run twice, one after the other and at once)")
+        if "workload_ceiling_speedup" in s:
+            print(f"  two whole serial certifications at once against one after the other: "
+                  f"{s['workload_ceiling_speedup']:.2f}x (median of "
+                  + ", ".join(f"{c['speedup']:.2f}" for c in s["workload_ceiling"])
+                  + "; what a perfect two-way split of this work would gain here)")
+            failed = sorted({st for c in s["workload_ceiling"] for st in c["exit_statuses"] if st != 0})
+            if failed:
+                print(f"  (some of those certifications ended with exit status {', '.join(map(str, failed))})")
 
     result["machine"]["load_after"] = _loadavg()
     if args.json:
