@@ -147,6 +147,45 @@ def test_check_and_schema_reject_the_same_messages(name):
     assert not Validator(sub("message")).is_valid(msg)
 
 
+# what the judge charges each mutation's line to (verdicts/charges.py shape_requirement), when
+# the case lists that requirement: the field's own, or DEC-ROBUST-1 for a malformed result
+CHARGED = {
+    "byte_order": "DEC-ROBUST-1", "header-missing": "HDR-FIELDS-1", "header-extra": "DEC-ROBUST-1",
+    "header-float": "HDR-FIELDS-1", "header-bool": "HDR-FIELDS-1", "body-missing": "BODY-FIELDS-1",
+    "body-extra": "DEC-ROBUST-1", "body-wide": "BODY-FIELDS-1", "body-16": "BODY-FIELDS-1",
+    "body-signed": "BODY-STATUS-1", "body-list": "BODY-FIELDS-1", "jobid": "BODY-JOBID-1",
+    "buflens-empty": "DEC-ROBUST-1", "buflens-33": "DEC-ROBUST-1", "buffers-missing": "DEC-ROBUST-1",
+    "buffers-spaces": "PAD-BUFFER-1", "cksum": "CKSUM-1",
+}
+
+
+def test_each_shape_problem_is_charged_to_the_requirement_of_what_it_is_about():
+    """The judge charges a malformed result by what each problem is about (ShapeProblem.about),
+    never by its wording; a requirement the case does not list falls back to DEC-ROBUST-1."""
+    import copy
+
+    from ptlrpc_conformance.harness.data import registry
+    from ptlrpc_conformance.harness.transport.protocol import message_shape_problems
+    from ptlrpc_conformance.harness.verdicts.charges import shape_requirement
+    assert set(CHARGED) == set(MUTATIONS)
+    every = set(registry.requirements())
+    for name, (change, line) in MUTATIONS.items():
+        msg = copy.deepcopy(_decoded())
+        change(msg)
+        problem = next(p for p in message_shape_problems(msg) if p == line)
+        assert shape_requirement(problem, every) == CHARGED[name], name
+        assert shape_requirement(problem, every - {CHARGED[name]}) == "DEC-ROBUST-1", name
+    msg = _decoded()
+    short = dict(msg, buflens=[152], body={k: v for k, v in msg["body"].items() if k != "pb_jobid"},
+                 buffers=[msg["buffers"][0][:304]])
+    for bad, wanted in ((dict(short, body=msg["body"]), ["BODY-JOBID-1"]),       # pb_jobid in a short body
+                        (dict(msg, buffers=short["buffers"]), ["PAD-BUFFER-1"]),  # a buffer shorter than its buflen
+                        (dict(msg, buflens=[184, 0]),                             # buflens against lm_bufcount,
+                         ["HDR-BUFCOUNT-1", "PAD-BUFFER-1"]),                     # and fewer buffers than buflens
+                        (dict(msg, buffers=msg["buffers"] * 2), ["PAD-BUFFER-1"])):   # more buffers than buflens
+        assert [shape_requirement(p, every) for p in message_shape_problems(bad)] == wanted, bad
+
+
 def test_cross_member_rules_of_the_check():
     """What the schema cannot say, the check still does."""
     from ptlrpc_conformance.harness.transport.protocol import message_shape_problems

@@ -140,12 +140,21 @@ def test_an_iut_that_cannot_start_gets_a_report(run_cli):
     assert "level: none: the IUT could not start" in run.stdout and run.stdout.rstrip().endswith("exit status: 3")
 
 
-def test_plugin_writes_a_report_when_the_iut_cannot_start(pytester):
+def test_plugin_writes_a_report_when_the_iut_cannot_start(pytester, run_cli):
+    """The plugin's report of an IUT that could not start (written from the plugin's own
+    preflight) is the command line's (written by cli.py before pytest starts), but for the
+    command that ran, where and when, and the time it took."""
     result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider",
-                                           "--iut", "exec:/nonexistent/testee", "--conformance-report", "r.json")
+                                           "--iut", "exec:/nonexistent/testee", "--conformance-report", "r.json",
+                                           "--conformance-examples", "20")
     assert result.ret == 3
     report = json.loads((pytester.path / "r.json").read_text())
     assert "cannot start /nonexistent/testee" in report["iut"]["start_failure"] and report["exit_status"] == 3
+    cli = run_cli("--iut", "exec:/nonexistent/testee").report
+    for doc in (report, cli):
+        del doc["environment"]["cwd"]           # each ran in its own directory
+    differ = {k for k in set(report) | set(cli) if report.get(k) != cli.get(k)}
+    assert differ <= {"command", "duration_s", "started"}, {k: (report.get(k), cli.get(k)) for k in differ}
 
 
 def test_verify_report_reruns_in_the_recorded_directory(run_cli, tmp_path):

@@ -3,6 +3,7 @@ and exec:, every broken target is caught, scenario vectors hold whatever a targe
 schedule, failures shrink to replayable scenario vectors, and check-trace judges traces."""
 import json
 import sys
+import weakref
 
 import pytest
 
@@ -355,17 +356,22 @@ def test_parts_of_a_suite_share_one_shrinking_budget(monkeypatch):
         def nothing(self):
             pass
 
-    monkeypatch.setattr(stateful, "_shrink_started", {})
-    key = (Machine, 1)
-    part = [type(f"P{i}", (Machine,), dict(suite=key, failures=[], first_failure=None)) for i in range(2)]
+    class IUT:                                                       # an adapter stands in for the IUT
+        pass
+
+    monkeypatch.setattr(stateful, "_shrink_started", weakref.WeakKeyDictionary())
+    iut = IUT()
+    part = [type(f"P{i}", (Machine,), dict(suite=Machine, adapter=iut, failures=[], first_failure=None))
+            for i in range(2)]
     part[0].record_failure("session of part 1")
     assert not part[0]().idle and not part[1]().idle                  # shrinking time left
-    stateful._shrink_started[key] -= stateful.SHRINK_SECONDS + 1     # the budget is spent
+    stateful._shrink_started[iut][Machine] -= stateful.SHRINK_SECONDS + 1     # the budget is spent
     assert part[0]().idle                                            # part 1 stops shrinking
     assert not part[1]().idle                                        # part 2 has not failed: it runs
     part[1].record_failure("session of part 2")
     assert part[1]().idle and part[1].failures == ["session of part 2"]   # its failure is kept, unshrunk
-    other = type("Q", (Machine,), dict(suite=(Machine, 2), failures=[], first_failure=None))
+    second = IUT()
+    other = type("Q", (Machine,), dict(suite=Machine, adapter=second, failures=[], first_failure=None))
     other.record_failure("another IUT")
     assert not other().idle                                          # another IUT, another budget
 

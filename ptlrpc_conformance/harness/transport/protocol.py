@@ -272,60 +272,86 @@ MESSAGE: tuple[Member, ...] = (
 )
 
 
-def message_shape_problems(msg: Any, partial_buffers: bool = False) -> list[str]:
+class ShapeProblem(str):
+    """One line of `message_shape_problems` that also says which member it is about, so the
+    judge charges it without reading the text (verdicts/charges.py `shape_requirement`).
+    `about` is a (member, field) pair as charges.field_requirements takes it: ("header", f)
+    or ("body", f) for one field's value or absence, ("header", "lm_bufcount") for buflens
+    against lm_bufcount, ("body", "pb_jobid") for a field a full body adds, present in a
+    short body or absent from a full one, ("buffers", None) for a buffer's size or the count
+    of buffers, ("computed_cksum", None).  None for the rest: a member that is not an object
+    or a list, a field the structure does not have, a byte_order that is neither."""
+
+    about: tuple[str, str | None] | None
+
+    def __new__(cls, text: str, about: tuple[str, str | None] | None = None) -> "ShapeProblem":
+        self = super().__new__(cls, text)
+        self.about = about
+        return self
+
+
+def message_shape_problems(msg: Any, partial_buffers: bool = False) -> list[ShapeProblem]:
     """What in a decode result breaks the MESSAGE shape described above, one line each.
     `partial_buffers`: a buffer may hold fewer bytes than its buflen (an accepted message
     whose buflen wrapped, docs/testee-protocol.md section 5)."""
+    P = ShapeProblem
     if not isinstance(msg, dict):
-        return ["result is not an object"]
-    p: list[str] = []
+        return [P("result is not an object")]
+    p: list[ShapeProblem] = []
     if msg.get("byte_order") not in BYTE_ORDERS:
-        p.append(f"byte_order is {msg.get('byte_order')!r}, not " + " or ".join(map(repr, BYTE_ORDERS)))
+        p.append(P(f"byte_order is {msg.get('byte_order')!r}, not " + " or ".join(map(repr, BYTE_ORDERS))))
     header = msg.get("header")
     if not isinstance(header, dict):
-        p.append("header is not an object")
+        p.append(P("header is not an object"))
     else:
         p += _fields_problems("header", header, HEADER, required=tuple(HEADER), title="lustre_msg_v2 header")
     buflens = msg.get("buflens")
     if not isinstance(buflens, list) or not 1 <= len(buflens) <= MAX_BUFCOUNT or not all(U32.accepts(v) for v in buflens):
-        p.append(f"buflens is not a list of 1 to {MAX_BUFCOUNT} unsigned 32-bit integers")
+        p.append(P(f"buflens is not a list of 1 to {MAX_BUFCOUNT} unsigned 32-bit integers"))
         buflens = None
     elif isinstance(header, dict) and header.get("lm_bufcount") != len(buflens):
-        p.append(f"buflens has {len(buflens)} entries, lm_bufcount is {header.get('lm_bufcount')}")
+        p.append(P(f"buflens has {len(buflens)} entries, lm_bufcount is {header.get('lm_bufcount')}",
+                   ("header", "lm_bufcount")))
     body = msg.get("body")
     if not isinstance(body, dict):
-        p.append("body is not an object")
+        p.append(P("body is not an object"))
     else:
         p += _fields_problems("body", body, BODY, required=BODY_REQUIRED, title="ptlrpc_body")
         if buflens:
             full = buflens[0] >= BODY_FULL_SIZE
             for name in BODY:
                 if name not in BODY_REQUIRED and (name in body) != full:
-                    p.append(f"body.{name} must be present exactly when lm_buflens[0] >= {BODY_FULL_SIZE}"
-                             f" (lm_buflens[0] = {buflens[0]}, {name} {'present' if name in body else 'absent'})")
+                    p.append(P(f"body.{name} must be present exactly when lm_buflens[0] >= {BODY_FULL_SIZE}"
+                               f" (lm_buflens[0] = {buflens[0]}, {name} {'present' if name in body else 'absent'})",
+                               ("body", "pb_jobid")))
     buffers = msg.get("buffers")
     if not isinstance(buffers, list) or not all(isinstance(b, str) for b in buffers):
-        p.append("buffers is not a list of hex strings")
+        p.append(P("buffers is not a list of hex strings"))
     else:
         for i, b in enumerate(buffers):
             if not is_hex(b):
-                p.append(f"buffers[{i}] is not hex")
+                p.append(P(f"buffers[{i}] is not hex", ("buffers", None)))
             elif buflens and i < len(buflens) and len(b) // 2 != buflens[i] \
                     and not (partial_buffers and len(b) // 2 < buflens[i]):
-                p.append(f"buffers[{i}] has {len(b) // 2} bytes, lm_buflens[{i}] is {buflens[i]}")
+                p.append(P(f"buffers[{i}] has {len(b) // 2} bytes, lm_buflens[{i}] is {buflens[i]}",
+                           ("buffers", None)))
         if buflens and len(buffers) != len(buflens):
-            p.append(f"{len(buffers)} buffers for {len(buflens)} buflens")
+            p.append(P(f"{len(buffers)} buffers for {len(buflens)} buflens", ("buffers", None)))
     if "computed_cksum" in msg:
-        p += filter(None, [U32.problem("computed_cksum", msg["computed_cksum"])])
+        line = U32.problem("computed_cksum", msg["computed_cksum"])
+        if line:
+            p.append(P(line, ("computed_cksum", None)))
     return p
 
 
 def _fields_problems(path: str, obj: dict, values: dict[str, Value], required: tuple[str, ...],
-                     title: str) -> list[str]:
-    p = [f"{path}.{k} is not a {title} field" for k in obj if k not in values]
+                     title: str) -> list[ShapeProblem]:
+    p = [ShapeProblem(f"{path}.{k} is not a {title} field") for k in obj if k not in values]
     for name, value in values.items():
         if name in obj:
-            p += filter(None, [value.problem(f"{path}.{name}", obj[name])])
+            line = value.problem(f"{path}.{name}", obj[name])
+            if line:
+                p.append(ShapeProblem(line, (path, name)))
         elif name in required:
-            p.append(f"{path}.{name} is missing")
+            p.append(ShapeProblem(f"{path}.{name} is missing", (path, name)))
     return p

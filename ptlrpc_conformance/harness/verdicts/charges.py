@@ -207,23 +207,11 @@ def diff_requirement(diff, is_foreign: bool, declared=()) -> str:
     return ROBUST
 
 
-SHAPE_PATH = re.compile(r"^(header|body)\.(\w+)")
-
-
-def shape_requirement(problem: str, listed) -> str:
-    """The requirement a MESSAGE shape problem (protocol.message_shape_problems) is charged to:
-    the field's, when the case lists it, else DEC-ROBUST-1 (a malformed result)."""
-    req = None
-    m = SHAPE_PATH.match(problem)
-    if m and not problem.endswith(" field"):           # not "body.x is not a ptlrpc_body field"
-        req = "BODY-JOBID-1" if "must be present exactly when" in problem else \
-            field_requirements(m.group(1), m.group(2))[0]
-    elif problem.startswith("buflens has"):
-        req = "HDR-BUFCOUNT-1"
-    elif problem.startswith("buffers[") or " buffers for " in problem:
-        req = "PAD-BUFFER-1"
-    elif problem.startswith("computed_cksum"):
-        req = "CKSUM-1"
+def shape_requirement(problem, listed) -> str:
+    """The requirement a MESSAGE shape problem (protocol.ShapeProblem) is charged to: that of
+    the member it is about, when the case lists it, else DEC-ROBUST-1 (a malformed result)."""
+    about = getattr(problem, "about", None)
+    req = field_requirements(*about)[0] if about else None
     return req if req in listed else ROBUST
 
 
