@@ -51,7 +51,8 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
     assert re.search(r"^  median serial: [\d.]+ s$", text, re.M)
     assert re.search(r"^  two whole serial certifications at once against one after the other: [\d.]+x "
-                     r"\(median of [\d.]+; what a perfect two-way split of this work would gain here\)$", text, re.M), text
+                     r"\(median of [\d.]+; about the most a perfect two-way split of this work could gain here; "
+                     r"--quick: one short case, mostly start-up\)$", text, re.M), text
     figures = json.loads(out.read_text())
     assert figures["format"] == "ptlrpc-conformance-bench/1" and figures["quick"] is True
     assert [r["label"] for r in figures["exec"]][:3] == ["echo, no decoding (raw pipe limit)",
@@ -62,6 +63,7 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert set(figures["suite"]["median_s"]) == {"serial"} and figures["suite"]["ceiling"] == []   # --quick: one round
     workload = figures["suite"]["workload_ceiling"]
     assert len(workload) == 1 and workload[0]["exit_statuses"] == [0, 0, 0, 0] and workload[0]["speedup"] > 0
+    assert figures["suite"]["workload_ceiling_speedup"] == workload[0]["speedup"]
     assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
 
 

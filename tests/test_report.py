@@ -150,7 +150,7 @@ def test_plugin_writes_a_report_when_the_iut_cannot_start(pytester, run_cli):
     assert result.ret == 3
     report = json.loads((pytester.path / "r.json").read_text())
     assert "cannot start /nonexistent/testee" in report["iut"]["start_failure"] and report["exit_status"] == 3
-    cli = run_cli("--iut", "exec:/nonexistent/testee").report
+    cli = run_cli("--iut", "exec:/nonexistent/testee", "--examples", "20").report
     for doc in (report, cli):
         del doc["environment"]["cwd"]           # each ran in its own directory
     differ = {k for k in set(report) | set(cli) if report.get(k) != cli.get(k)}

@@ -41,7 +41,7 @@ def test_a_few_are_distinct_and_at_most_most():
 
 def test_packed_ints_stay_in_range_and_reach_the_edges():
     """A top is 2 selector values in 256: 300 random examples missed one of the tops in about
-    half the runs, so this test draws 2,000, derandomized (the same examples every run)."""
+    a third of the runs, so this test draws 2,000, derandomized (the same examples every run)."""
     tops = (0, 1, 255, (1 << 34) - (1 << 31), (1 << 32) - 2)
     seen = [set() for _ in tops]
 

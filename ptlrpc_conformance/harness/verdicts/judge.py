@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ptlrpc_conformance.harness.outputs import hexdump
 from ptlrpc_conformance.harness.verdicts import charges as C
-from ptlrpc_conformance.harness.transport.protocol import Outcome, message_shape_problems
+from ptlrpc_conformance.harness.transport.protocol import Outcome, ShapeProblem, message_shape_problems
 from ptlrpc_conformance.harness.data.vectors import DECODE_ERRNOS, Vector
 
 PASS, FAIL, NOT_APPLICABLE, ERROR = "pass", "fail", "not-applicable", "error"
@@ -261,7 +261,7 @@ class _DecodeCharges:
             return self.declared
         return C.ordered(C.diff_requirement(d, self.foreign, self.declared) for d in diffs)
 
-    def shape(self, problems: list[str]) -> list[str]:
+    def shape(self, problems: list[ShapeProblem]) -> list[str]:
         if self.role == FIXED:
             return self.declared
         return C.ordered(C.shape_requirement(p, self.listed) for p in problems)
