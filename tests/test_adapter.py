@@ -73,6 +73,48 @@ def test_in_process_responses_go_through_json():
     assert o.kind == "crash" and "not JSON serializable" in o.detail
 
 
+class Batched:
+    """An in-process IUT with handle_batch: answers every decode with `answer`, or raises."""
+    HELLO = {"ok": True, "result": {"name": "b", "version": "0", "capabilities": ["decode"], "protocol": 1}}
+
+    def __init__(self, answer=None, raises=None, short=False):
+        self.answer, self.raises, self.short, self.batches = answer, raises, short, []
+
+    def handle(self, request):
+        return self.HELLO if request["op"] == "hello" else self.handle_batch([request])[0]
+
+    def handle_batch(self, requests):
+        self.batches.append(len(requests))
+        if self.raises:
+            raise self.raises
+        return [self.answer] * (len(requests) - self.short)
+
+
+def test_in_process_batches_are_judged_and_logged_like_single_calls(tmp_path):
+    """handle_batch gets the whole batch; each request and answer is in the io-log, as a
+    process would have been sent and have answered; a batch that raises, or answers with the
+    wrong count, fails each of its requests and is logged too."""
+    requests = [decode_req("framing.magic.v2-native"), decode_req("framing.magic.zero")]
+    rejected = {"ok": False, "error": "EPROTO"}
+    cases = [(Batched(answer=rejected), "error", "EPROTO", ["<", "<"]),
+             (Batched(raises=ValueError("boom")), "crash", "the implementation raised ValueError: boom", ["!"]),
+             (Batched(answer=rejected, short=True), "protocol", "handle_batch did not return one response per "
+                                                                "request", ["<"])]
+    for target, kind, detail, after in cases:
+        log = tmp_path / "io.log"
+        adapter = InProcessAdapter(target)
+        adapter.io_log = open(log, "w", encoding="utf-8")
+        with adapter:
+            outcomes = adapter.call_many(requests)
+        adapter.io_log.close()
+        assert target.batches == [2], kind                        # one call of handle_batch for the batch
+        assert [o.kind for o in outcomes] == [kind, kind]
+        assert all(detail in (o.error if kind == "error" else o.detail) for o in outcomes), outcomes
+        lines = log.read_text().splitlines()
+        assert [x[:1] for x in lines] == [">", "<", ">", ">"] + after, lines   # the hello, then the batch
+        assert [json.loads(x[2:]) for x in lines[2:4]] == requests
+
+
 def test_loader_errors():
     with pytest.raises(UsageError):
         load_adapter("exec:")

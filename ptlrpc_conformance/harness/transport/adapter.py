@@ -130,12 +130,20 @@ class InProcessAdapter(Adapter):
             out = json.dumps(response)
             response = json.loads(out)
         except Exception as e:  # the IUT misbehaved: a failed case, never a broken run
-            tb = traceback.format_exception_only(type(e), e)[-1].strip()
-            self.log("!", f"raised {tb}")
-            return Outcome.crash(f"the implementation raised {tb}")
+            return self._raised(e)[0]
         self.log("<", out)
         if too_deep(out, response):
             return Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
+        return self._checked(response)
+
+    def _raised(self, e: Exception, count: int = 1) -> list[Outcome]:
+        """The outcomes of requests whose call raised `e`: crashes, logged once."""
+        tb = traceback.format_exception_only(type(e), e)[-1].strip()
+        self.log("!", f"raised {tb}")
+        return [Outcome.crash(f"the implementation raised {tb}")] * count
+
+    @staticmethod
+    def _checked(response: Any) -> Outcome:
         if isinstance(response, dict) and "id" not in response:
             response = dict(response, id=None)
         return check_response(response, expected_id=None)
@@ -153,16 +161,24 @@ class InProcessAdapter(Adapter):
         batch = getattr(self.target, "handle_batch", None)
         if batch is None:
             return [self._one(r) for r in requests]
+        texts = [json.dumps(r) for r in requests]
+        for text in texts:                  # the io-log gets what a process would be sent
+            self.log(">", text)
         try:
-            responses = json.loads(json.dumps(batch(json.loads(json.dumps(requests)))))
-        except Exception as e:
-            return [Outcome.crash(f"the implementation raised {type(e).__name__}: {e}")] * len(requests)
+            out = json.dumps(batch([json.loads(text) for text in texts]))
+            responses = json.loads(out)
+        except Exception as e:  # the IUT misbehaved: failed cases, never a broken run
+            return self._raised(e, len(requests))
         if not isinstance(responses, list) or len(responses) != len(requests):
+            self.log("<", out)
             return [Outcome.protocol("handle_batch did not return one response per request")] * len(requests)
-        return [Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
-                if too_deep(None, r) else
-                check_response(dict(r, id=None) if isinstance(r, dict) and "id" not in r else r, None)
-                for r in responses]
+        outcomes = []
+        for response in responses:
+            if self.io_log is not None:
+                self.log("<", json.dumps(response))
+            outcomes.append(Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
+                            if too_deep(None, response) else self._checked(response))
+        return outcomes
 
 
 def too_deep(text, value, limit: int = MAX_DEPTH) -> bool:
