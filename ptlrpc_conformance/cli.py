@@ -36,7 +36,8 @@ from importlib import resources
 from ptlrpc_conformance import __version__
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.data import registry
-from ptlrpc_conformance.harness.options import EXIT_FAIL, EXIT_IUT, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_USAGE, Parser
+from ptlrpc_conformance.harness.options import (
+    EXIT_FAIL, EXIT_IUT, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_SUITE, EXIT_USAGE, Parser)
 from ptlrpc_conformance.harness.ost import trace
 from ptlrpc_conformance.harness.outputs import hexdump
 from ptlrpc_conformance.harness.verdicts import charges
@@ -254,7 +255,9 @@ def _start_failure(args, report_path: pathlib.Path, status: int, why: str) -> in
     profile = registry.profile(args.profile).name
     doc = report_module.start_failure_document(
         iut_spec=args.iut, message=why, exit_status=status, profile=profile, seed=args.seed,
-        user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}))
+        user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}),
+        selected=report_module.selection(args.area, args.case, args.requirement, args.keyword, None, args.level),
+        ignore_errno_class=bool(args.ignore_errno_class))
     report_module.write(doc, report_path)
     return _conclude(report_path, status)
 
@@ -268,6 +271,8 @@ def _exit_status(rc: int, observer: "_Observer") -> int:
         if getattr(observer, "level_status", None) == NOT_CERTIFIED:
             return EXIT_NOT_CERTIFIED        # cases ran, but no MUST case applied
         return EXIT_OK
+    if rc == EXIT_SUITE:      # a bug in the suite's own code (the report collector's status)
+        return EXIT_SUITE
     if rc in (4, 5):          # usage error, or nothing selected
         if rc == 5:
             print("ptlrpc-conformance: no case was selected", file=sys.stderr)
@@ -330,6 +335,13 @@ def cmd_verify_report(argv: list[str]) -> int:
         print(f"ptlrpc-conformance verify-report: {args.report}: the run's working directory {cwd} "
               "(environment.cwd) does not exist here", file=sys.stderr)
         return EXIT_USAGE
+    from ptlrpc_conformance.harness.outputs.report import suite_identity
+    recorded, installed = report.get("suite") if isinstance(report.get("suite"), dict) else {}, suite_identity()
+    if recorded.get("sha256") != installed["sha256"]:
+        print(f"verify-report: the installed suite differs from the one that wrote the report "
+              f"(report: {recorded.get('version', '?')}, code and data {str(recorded.get('sha256') or 'not recorded')[:16]}; "
+              f"installed: {installed['version']}, {installed['sha256'][:16]}): verdicts that differ below may "
+              "come from the suite's change, not the IUT's", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         argv2 = [sys.executable, "-m", "ptlrpc_conformance.cli"] + command[1:] + ["--out", tmp, "-q"]
         print(f"verify-report: re-running in {cwd or os.getcwd()}: {shlex.join(command)}", flush=True)

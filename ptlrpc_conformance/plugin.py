@@ -24,7 +24,7 @@ from ptlrpc_conformance.harness.options import BY_DEST, add_pytest_options
 from ptlrpc_conformance.harness.outputs import gate
 from ptlrpc_conformance.harness.outputs.report import Collector
 from ptlrpc_conformance.harness.runstate import (
-    CLI_RUN, COLLECTOR, HELLO, IUT_START_FAILURE, SMOKE, STOP_REASON, WORKER_USAGE_ERROR)
+    CLI_RUN, COLLECTOR, DESELECTED, HELLO, IUT_START_FAILURE, SMOKE, STOP_REASON, WORKER_USAGE_ERROR)
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_check
 
@@ -199,17 +199,75 @@ def pytest_sessionstart(session):
         pytest.exit(f"the IUT could not start: {e}", returncode=3)
 
 
+def _declared(item) -> tuple[object, tuple]:
+    """An item's declared case id and requirement ids (its conformance marker), or (None, ())."""
+    mark = item.get_closest_marker(MARKER)
+    if mark is None:
+        return None, ()
+    case = mark.kwargs.get("case") or (mark.args[0] if mark.args else None)
+    reqs = mark.kwargs.get("requirements") or (mark.args[1] if len(mark.args) > 1 else ())
+    return case, tuple(reqs)
+
+
+def pytest_deselected(items):
+    """Every conformance case a selection leaves out (ours, -k, -m, --deselect), with its
+    requirements: report.json's `selection.deselected`, from which the level tells a partial
+    run.  An xdist worker hands its list to the controller (pytest_testnodedown)."""
+    if not items:
+        return
+    config = items[0].config
+    store = config.stash.setdefault(DESELECTED, {})
+    for item in items:
+        case, reqs = _declared(item)
+        if isinstance(case, str):
+            store[case] = [r for r in reqs if isinstance(r, str)]
+    if hasattr(config, "workeroutput"):
+        config.workeroutput[DESELECTED_OUTPUT] = store
+
+
+DESELECTED_OUTPUT = "conformance_deselected"
+
+
+def _suite_bug(item, excinfo) -> bool:
+    """Whether an exception that ended a case is a bug of the suite's own code: a case of the
+    bundled suites (a plugin user's own cases keep pytest's verdict), ended by an exception that
+    is no test outcome (pytest.fail, skip), no interruption, and no Hypothesis "Flaky" (the IUT
+    answered one input two ways: the IUT's fault)."""
+    module = getattr(getattr(item, "module", None), "__name__", "") or ""
+    if not module.startswith("ptlrpc_conformance.") or _declared(item)[0] is None:
+        return False
+    from _pytest.outcomes import OutcomeException
+
+    def bug(e: BaseException) -> bool:
+        if isinstance(e, BaseExceptionGroup):
+            return any(bug(x) for x in e.exceptions)
+        if isinstance(e, (OutcomeException, KeyboardInterrupt, SystemExit)):
+            return False
+        return not any(c.__name__ == "Flaky" and c.__module__.startswith("hypothesis") for c in type(e).__mro__)
+    return bug(excinfo.value)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A case the suite's own code broke gets the verdict `error (suite)` (report.py): charged
+    to no requirement, its traceback kept, and said to be the suite's bug."""
+    report = yield
+    if call.excinfo is not None and _suite_bug(item, call.excinfo):
+        from ptlrpc_conformance.harness.outputs.report import SUITE_ERROR, SUITE_ERROR_WORDS
+        report.user_properties.append(("verdict", SUITE_ERROR))
+        report.sections.append(("ptlrpc-conformance", SUITE_ERROR_WORDS))
+    return report
+
+
 def pytest_collection_modifyitems(session, config, items):
     """Every conformance case carries its declared id and requirements as user
     properties, so reports (and xdist workers' reports) keep them."""
     seen: dict[str, str] = {}
     problems = []
     for item in items:
-        mark = item.get_closest_marker(MARKER)
-        if mark is None:
+        if item.get_closest_marker(MARKER) is None:
             continue
-        case = mark.kwargs.get("case") or (mark.args[0] if mark.args else None)
-        reqs = mark.kwargs.get("requirements") or (mark.args[1] if len(mark.args) > 1 else ())
+        case, reqs = _declared(item)
         if not isinstance(case, str) or not CASE_ID.match(case):
             problems.append(f"{item.nodeid}: case id {case!r} does not follow the case id grammar")
             continue
@@ -282,7 +340,9 @@ def _usage_error(config, items, message: str) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     """xdist controller: a worker's usage error ends the run as one (see pytest_sessionfinish)."""
-    message = (getattr(node, "workeroutput", None) or {}).get(USAGE_ERROR)
+    output = getattr(node, "workeroutput", None) or {}
+    node.config.stash.setdefault(DESELECTED, {}).update(output.get(DESELECTED_OUTPUT) or {})
+    message = output.get(USAGE_ERROR)
     if message:
         node.config.stash[WORKER_USAGE_ERROR] = message
 

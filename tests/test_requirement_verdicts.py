@@ -29,7 +29,8 @@ def test_level_statuses_and_words():
     lv = level.level(_reqs(HDR_MAGIC_1="pass", ENC_CANON_1="pass", CKSUM_1="pass", TGT_OBJ_1="not-applicable"),
                      capabilities=["decode", "encode"])
     assert lv == {"status": "fully conformant", "certified_capabilities": ["decode", "encode"],
-                  "failing_must": [], "failing_should": [], "not_applicable": ["TGT-OBJ-1"]}
+                  "failing_must": [], "failing_should": [], "not_applicable": ["TGT-OBJ-1"], "not_run": [],
+                  "selection": {"complete": {"decode": True, "encode": True}}, "modes": []}
     assert level.words(lv) == "fully conformant: decode, encode"
     should = level.level(_reqs(HDR_MAGIC_1="pass", CKSUM_1="fail"))
     assert should["status"] == "conformant" and should["failing_should"] == ["CKSUM-1"]
@@ -41,6 +42,21 @@ def test_level_statuses_and_words():
     assert nothing["status"] == "not certified" and nothing["certified_capabilities"] == []
     assert level.words(nothing) == "not certified: no MUST case applied"
     assert level.level(_reqs(HDR_MAGIC_1="pass"), incomplete=True)["status"] == "incomplete"
+    # a MUST requirement of a declared capability without evidence makes the run partial; a
+    # selection that left out a case of a declared capability too
+    gap = level.level(_reqs(HDR_MAGIC_1="pass", HDR_LENGTH_1="not-run"), capabilities=["decode"])
+    assert gap["status"] == "partial" and gap["not_run"] == ["HDR-LENGTH-1"]
+    assert level.words(gap) == "conformant (partial: 1 MUST requirement not run): decode"
+    left_out = level.level(_reqs(HDR_MAGIC_1="pass"), capabilities=["decode", "target"],
+                           selection={"areas": ["framing"], "deselected": {"target.x": ["TGT-OBJ-1"]}})
+    assert left_out["status"] == "partial" and left_out["selection"]["complete"] == {"decode": True,
+                                                                                    "target": False}
+    assert level.words(left_out) == "conformant (partial: framing area): decode"
+    # a relaxing mode: never "fully conformant"
+    relaxed = level.level(_reqs(HDR_MAGIC_1="pass"), modes=[{"mode": "errno-agnostic", "by": "x", "why": "y"}])
+    assert relaxed["status"] == "conformant" and level.words(relaxed) == "conformant (errno-agnostic): decode"
+    # a failure outranks the scope
+    assert level.level(_reqs(HDR_MAGIC_1="fail", HDR_LENGTH_1="not-run"))["status"] == "not conformant"
 
 
 def test_a_requirement_passes_only_on_evidence():
@@ -195,7 +211,7 @@ def test_should_failures_are_warnings_unless_strict(run_cli):
     assert warned.rc == 0, warned.stdout[-2000:] + warned.stderr[-2000:]
     r = warned.report
     assert r["exit_status"] == 0 and r["summary"]["fail"] > 0
-    assert r["level"]["status"] == "conformant" and r["level"]["failing_should"] == ["CKSUM-1"]
+    assert r["level"]["status"] == "partial" and r["level"]["failing_should"] == ["CKSUM-1"]
     assert "Warning: SHOULD requirements not met" in (warned.out / "report.html").read_text()
     assert "failing SHOULD requirements: 1 (warnings: they change the exit status only with --strict)" \
         in warned.stdout

@@ -26,6 +26,7 @@ from ptlrpc_conformance.harness.transport.adapter import DEFAULT_TIMEOUT
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
 EXIT_NOT_CERTIFIED = 5            # certify: a valid selection in which no MUST case applied
+EXIT_SUITE = 6                    # a case hit a bug in the suite's own code (pytest's statuses end at 5)
 DEFAULT_SEED = 20261122           # of the property tests, unless --seed says otherwise
 DEFAULT_EXAMPLES = 200            # examples per property test
 

@@ -11,6 +11,7 @@ SMOKE = pytest.StashKey[list]()
 STOP_REASON = pytest.StashKey[str]()
 CLI_RUN = pytest.StashKey[bool]()             # the command line started this run (it prints the verdict)
 WORKER_USAGE_ERROR = pytest.StashKey[str]()   # xdist: a worker found a usage error in collection
+DESELECTED = pytest.StashKey[dict]()          # the conformance cases a selection left out: {case id: [requirements]}
 
 
 def stop_reason(session, exitstatus) -> str | None:

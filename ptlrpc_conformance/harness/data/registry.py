@@ -18,6 +18,8 @@ from ptlrpc_conformance.harness.data import yamlcache
 CASE_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9][a-z0-9_+-]*)+$")
 REQUIREMENT_ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-[0-9]+$")
 LEVELS = ("MUST", "SHOULD", "MAY")
+CAPABILITIES = ("decode", "encode", "structs", "target", "restart")    # the order they are named in
+DIRECTIONS = ("request", "reply")
 
 
 class RegistryError(Exception):
@@ -32,6 +34,9 @@ class Requirement:
     rules: tuple[str, ...]
     cite: tuple[str, ...]
     profiles: tuple[str, ...] | None   # None = every profile
+    capability: str | None = "decode"  # what an IUT declares for its cases to apply; None: the protocol's own
+    direction: str | None = None       # a decoder rule of one direction only
+    errno_class: bool = False          # judges the errno class of a rejection
 
     def in_profile(self, profile: str) -> bool:
         return self.profiles is None or profile in self.profiles
@@ -42,6 +47,7 @@ class Profile:
     name: str
     lustre_version: str
     description: str
+    relaxes: str | None = None          # what a profile that judges less lets through
 
 
 def _load_yaml(name: str):
@@ -52,7 +58,8 @@ def _load_yaml(name: str):
 @functools.lru_cache(maxsize=1)
 def profiles() -> tuple[str, dict[str, Profile]]:
     data = _load_yaml("profiles.yaml")
-    table = {name: Profile(name, str(p["lustre_version"]), " ".join(str(p["description"]).split()))
+    table = {name: Profile(name, str(p["lustre_version"]), " ".join(str(p["description"]).split()),
+                           " ".join(str(p["relaxes"]).split()) if p.get("relaxes") else None)
              for name, p in data["profiles"].items()}
     if data["default"] not in table:
         raise RegistryError(f"profiles.yaml: default profile {data['default']!r} is not defined")
@@ -92,9 +99,17 @@ def requirements() -> dict[str, Requirement]:
                 raise RegistryError(f"{where}: unknown profiles {unknown}")
         if not r.get("cite"):
             raise RegistryError(f"{where}: no citation")
+        cap = r.get("capability")
+        if cap not in CAPABILITIES + ("none",):
+            raise RegistryError(f"{where}: capability must be one of {CAPABILITIES + ('none',)}")
+        if r.get("direction") not in (None,) + DIRECTIONS:
+            raise RegistryError(f"{where}: direction must be one of {DIRECTIONS}")
+        if not isinstance(r.get("errno_class", False), bool):
+            raise RegistryError(f"{where}: errno_class must be true or false")
         out[rid] = Requirement(rid, r["level"], " ".join(str(r["statement"]).split()),
                                tuple(r.get("rules") or ()), tuple(r["cite"]),
-                               None if profs == "all" else tuple(profs))
+                               None if profs == "all" else tuple(profs),
+                               None if cap == "none" else cap, r.get("direction"), r.get("errno_class", False))
     return out
 
 

@@ -30,11 +30,14 @@ from ptlrpc_conformance.harness.data.vectors import parse_bytes
 from ptlrpc_conformance.harness.outputs import hexdump, write_atomically
 from ptlrpc_conformance.harness.verdicts import level as level_rule
 
-VERDICTS = ("pass", "fail", "error", "not-applicable", "skipped")
-VERDICT_LABELS = {"pass": "Pass", "fail": "Fail", "error": "Error", "not-applicable": "Not applicable",
-                  "skipped": "Skipped"}
+VERDICTS = ("pass", "fail", "error", "error (suite)", "not-applicable", "skipped")
+VERDICT_LABELS = {"pass": "Pass", "fail": "Fail", "error": "Error", "error (suite)": "Suite error",
+                  "not-applicable": "Not applicable", "skipped": "Skipped"}
+# a verdict's badge class (v-NAME), where it is not the verdict itself
+VERDICT_CLASS = {level_rule.PASS_AGNOSTIC: "pass-agnostic", "error (suite)": "suite-error",
+                 level_rule.NOT_RUN: "not-run", level_rule.NOT_EXERCISED: "not-run"}
 LEVEL_RANK = {"MUST": 0, "SHOULD": 1, "MAY": 2}
-FAILING = level_rule.FAILING
+FAILING = level_rule.FAILING + ("error (suite)",)     # the cases the page shows in full
 DUMP_LIMIT = 512          # bytes shown of a dump, beyond that only rows with highlighted bytes
 DUMP_EXTRA_ROWS = 32      # at most this many highlighted rows beyond DUMP_LIMIT
 MAX_DUMPED_FAILURES = 400  # failures beyond this get their message but no HTML dump
@@ -58,6 +61,7 @@ ENV = jinja2.Environment(
     trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     finalize=_blank_none)
 ENV.globals["VERDICTS"] = VERDICTS
+ENV.filters["verdict_class"] = lambda v: VERDICT_CLASS.get(v, v if v in VERDICTS else "unknown")
 
 
 # ----------------------------------------------------------------------------------------
@@ -74,11 +78,12 @@ class Level:
     from_report: bool = False
     status: str = ""                            # verdicts/level.py's status (the text of an older report)
     certified_capabilities: list[str] = field(default_factory=list)
+    scope: list[str] = field(default_factory=list)   # partial selection, requirements without evidence, modes
 
     @property
     def css(self) -> str:
         t = (self.status or self.text).lower()
-        if t.startswith(NOT_CERTIFIED):
+        if t.startswith(NOT_CERTIFIED) or t.startswith(level_rule.PARTIAL):
             return "level-other"
         if t.startswith(NOT_CONFORMANT) or t.startswith("non") or "incomplete" in t:
             return "level-no"
@@ -118,7 +123,9 @@ def level(report: dict, known: dict | None = None) -> Level:
     iut = report.get("iut") if isinstance(report.get("iut"), dict) else {}
     hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
     caps = hello.get("capabilities") if isinstance(hello.get("capabilities"), list) else None
-    reached = level_rule.level(entries, bool(incomplete), caps)
+    selection = report.get("selection") if isinstance(report.get("selection"), dict) else None
+    modes = report.get("modes") if isinstance(report.get("modes"), list) else ()
+    reached = level_rule.level(entries, bool(incomplete), caps, selection, modes)
     lv = Level(level_rule.words(reached), failing_must=reached["failing_must"],
                failing_should=reached["failing_should"], not_applicable=reached["not_applicable"],
                status=reached["status"], certified_capabilities=reached["certified_capabilities"])
@@ -140,6 +147,8 @@ def level(report: dict, known: dict | None = None) -> Level:
         else:
             lv.text = lv.status = str(given)
         lv.from_report = True
+    from ptlrpc_conformance.harness.outputs.verdict import scope_lines
+    lv.scope = scope_lines(given if isinstance(given, dict) else reached)
     return lv
 
 
@@ -554,7 +563,8 @@ def _summary(cases: list[dict]) -> dict:
         else:
             a["other"] += 1
             other = True
-    cols = list(VERDICTS) + (["other"] if other else [])
+    seen = {c.get("verdict") for c in cases}
+    cols = [v for v in VERDICTS if v != "error (suite)" or v in seen] + (["other"] if other else [])
     totals = {v: 0 for v in cols}
     rows = []
     for name in sorted(areas):

@@ -8,6 +8,7 @@ Cases are keyed by their declared case ids.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -21,9 +22,10 @@ import yaml
 
 from ptlrpc_conformance import __version__
 from ptlrpc_conformance.harness.data.vectors import SCENARIO_FORMAT
-from ptlrpc_conformance.harness.options import reproduce_argv
+from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
 from ptlrpc_conformance.harness.outputs import write_atomically
-from ptlrpc_conformance.harness.verdicts.level import level
+from ptlrpc_conformance.harness.runstate import DESELECTED
+from ptlrpc_conformance.harness.verdicts.level import NOT_RUN, PASS_AGNOSTIC, PASSING, SELECTION_KEYS, level
 from ptlrpc_conformance.spec import LUSTRE_VERSION
 
 FORMAT = "ptlrpc-conformance-report/1"
@@ -66,6 +68,10 @@ class Collector:
                 entry[k] = list(v or ())
             elif k not in ("case_id", "requirements", "verdict"):
                 entry.setdefault("notes", {})[k] = v
+        if props.get("verdict") == SUITE_ERROR:
+            entry["verdict"] = SUITE_ERROR
+            entry["message"] = f"{SUITE_ERROR_WORDS}\n{_failure_text(report)}"
+            return
         if report.skipped:
             reason = _skip_reason(report)
             if reason.startswith(NOT_APPLICABLE_PREFIX):
@@ -89,9 +95,13 @@ class Collector:
             return                   # nothing ran: the usage error is the whole answer
         path = self.config.getoption("conformance_report")
         report = self.build(session, int(exitstatus))
-        if session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._warnings_only(report):
+        if report["summary"].get(SUITE_ERROR):
+            session.exitstatus = EXIT_SUITE      # the suite's own bug: no verdict of the run stands
+            report["exit_status"] = EXIT_SUITE
+        elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._warnings_only(report):
             session.exitstatus = pytest.ExitCode.OK     # SHOULD failures warn; --strict makes them fail the run
             report["exit_status"] = int(session.exitstatus)
+        _junit_properties(self.config, report)
         gate_file = self.config.getoption("known_failures")
         if gate_file:
             report["gate"] = self._gate(session, report, gate_file)
@@ -140,6 +150,8 @@ class Collector:
             out["update"] = update
         if report.get("incomplete"):
             return dict(out, ok=False)
+        if session.exitstatus == EXIT_SUITE:
+            return out                   # the suite's bug outranks the gate's verdict
         if result.ok:
             if session.exitstatus == pytest.ExitCode.TESTS_FAILED:
                 session.exitstatus = pytest.ExitCode.OK
@@ -176,7 +188,10 @@ class Collector:
             if c["verdict"] is None:     # its call never reported: the run was stopped during it
                 c["verdict"] = INTERRUPTED
                 c["message"] = c["message"] or "the run was stopped before this case finished"
-        reqs = requirement_verdicts(cases, registry.requirements())
+        hello = config.stash.get(HELLO, None)
+        modes = run_modes(profile, bool(config.getoption("ignore_errno_class")), hello)
+        reqs = judged(requirement_verdicts(cases, registry.requirements()), cases, registry.requirements(),
+                      profile, hello, modes)
         start_failure = config.stash.get(IUT_START_FAILURE, None)
         incomplete = bool(exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail
                           or start_failure)
@@ -194,7 +209,14 @@ class Collector:
             smoke=config.stash.get(SMOKE, None), started=self.started_iso,
             duration_s=round(time.time() - self.started, 3), exit_status=exitstatus,
             incomplete=incomplete, incomplete_reason=reason, requirements=reqs, cases=cases,
-            capabilities=(config.stash.get(HELLO, None) or {}).get("capabilities"))
+            capabilities=(hello or {}).get("capabilities"), selection=self.selection(), modes=modes)
+
+    def selection(self) -> dict:
+        """report.json's `selection` (selection() below), with the cases this run left out."""
+        get = self.config.getoption
+        return selection(get("conformance_area"), get("conformance_case"), get("conformance_requirement"),
+                         get("keyword"), get("markexpr"), get("conformance_level"),
+                         self.config.stash.get(DESELECTED, {}))
 
     def write_start_failure(self, session, exitstatus: int) -> None:
         """report.json of a run whose IUT could not start (the preflight, before any case)."""
@@ -202,6 +224,29 @@ class Collector:
         path = self.config.getoption("conformance_report")
         if path:
             write(self.report, path)
+
+
+SUITE_ERROR = "error (suite)"        # a case the suite's own code broke: charged to no requirement
+SUITE_ERROR_WORDS = "this is a bug in ptlrpc-conformance, not a failure of the IUT: please report it"
+def _junit_properties(config, report: dict) -> None:
+    """The level, its scope and modes, and the suite's identity as properties of junit.xml's
+    test suite (written after this hook), so a CI that reads only JUnit sees them too."""
+    from _pytest.junitxml import xml_key
+    from ptlrpc_conformance.harness.verdicts.level import words
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    lv = report["level"]
+    xml.add_global_property("conformance_level", words(lv))
+    xml.add_global_property("conformance_status", lv["status"])
+    complete = lv.get("selection", {}).get("complete") or {}
+    xml.add_global_property("conformance_complete", ",".join(f"{c}={'yes' if v else 'no'}"
+                                                             for c, v in complete.items()) or "none")
+    xml.add_global_property("conformance_modes", ", ".join(f"{m['mode']} (by {m['by']})"
+                                                           for m in lv.get("modes") or ()) or "none")
+    xml.add_global_property("conformance_profile", report["profile"])
+    xml.add_global_property("suite_version", report["suite"]["version"])
+    xml.add_global_property("suite_sha256", report["suite"]["sha256"])
 
 
 CASE_MEMBERS = ("failed_requirements", "not_exercised")    # the judge's notes report.json lifts into a case
@@ -252,13 +297,75 @@ def requirement_verdicts(cases: list[dict], known: dict) -> dict[str, dict]:
     return reqs
 
 
+def selection(areas=(), cases=(), requirements=(), keyword=None, markers=None, level_filter=None,
+              deselected=None) -> dict:
+    """report.json's `selection`: the selection options of a run and the cases left out
+    ({case id: [requirement ids]}: by those options or by pytest's -k, -m, --deselect)."""
+    return {"areas": list(areas or ()), "cases": list(cases or ()), "requirements": list(requirements or ()),
+            "keyword": keyword or None, "markers": markers or None, "level": level_filter or None,
+            "deselected": dict(sorted((deselected or {}).items()))}
+
+
+def run_modes(profile: str, ignore_errno_class: bool, hello: dict | None) -> list[dict]:
+    """The relaxing modes a run's verdicts were given under (verdicts/level.py): errno-agnostic
+    judging, asked for by the option or by the IUT's hello, and a profile that judges less."""
+    from ptlrpc_conformance.harness.data import registry
+    modes = []
+    if ignore_errno_class or (hello or {}).get("errno_agnostic") is True:
+        by = "--ignore-errno-class" if ignore_errno_class else "the IUT's hello (errno_agnostic: true)"
+        modes.append({"mode": "errno-agnostic", "by": by,
+                      "why": "rejections judged by accept/reject only: the errno class of a rejection and the "
+                             "order of checks that decides it were not judged"})
+    try:
+        relaxes = registry.profile(profile).relaxes
+    except registry.RegistryError:
+        relaxes = None
+    if relaxes:
+        modes.append({"mode": f"profile {profile}", "by": "--profile", "why": relaxes})
+    return modes
+
+
+def judged(reqs: dict[str, dict], cases: list[dict], known: dict, profile: str, hello: dict | None,
+           modes) -> dict[str, dict]:
+    """The requirement verdicts as the level reads them: every requirement of the profile and of
+    a declared capability is present (`not-run` when no case ran it); a decoder rule of a
+    direction the IUT does not decode that has no evidence is `not-applicable`; in an
+    errno-agnostic run an errno-class requirement that passed, or whose passing cases did not
+    exercise it only because the errno class went unjudged, is `pass (accept/reject only)`; one
+    whose only cases hit a bug of the suite (`error (suite)`) is `not-run`."""
+    caps = (hello or {}).get("capabilities")
+    directions = (hello or {}).get("decode_directions") or ("request", "reply")
+    agnostic = any(m.get("mode") == "errno-agnostic" for m in modes or ())
+    out = {rid: dict(e) for rid, e in reqs.items()}
+    verdicts = {c["id"]: c["verdict"] for c in cases}
+    if isinstance(caps, list):
+        for rid, req in known.items():
+            if rid not in out and req.in_profile(profile) and req.capability in caps:
+                out[rid] = {"level": req.level, "verdict": NOT_RUN, "cases": [], "passing": [], "failing": []}
+    for rid, e in out.items():
+        listed = [verdicts.get(cid) for cid in e.get("cases") or ()]
+        if e["verdict"] == "not-applicable" and SUITE_ERROR in listed:
+            e["verdict"] = NOT_RUN
+        req = known.get(rid)
+        if req is None:
+            continue
+        if req.direction and req.direction not in directions and e["verdict"] not in PASSING + ("fail", "error"):
+            e["verdict"] = "not-applicable"
+            e["why"] = f"the IUT decodes no {req.direction}s (decode_directions)"
+        elif agnostic and req.errno_class and (e["verdict"] == "pass" or (e["verdict"] == "not-exercised"
+                                                                           and "pass" in listed)):
+            e["verdict"] = PASS_AGNOSTIC
+    return out
+
+
 INTERRUPTED = "interrupted"          # the verdict of a case the run was stopped in
-SUMMARY_KEYS = ("pass", "fail", "error", "not-applicable", "skipped", INTERRUPTED)
+SUMMARY_KEYS = ("pass", "fail", "error", SUITE_ERROR, "not-applicable", "skipped", INTERRUPTED)
 
 
 def document(*, profile: str, seed, user_vectors, reproduce: list[str], iut: dict, smoke, started: str,
              duration_s: float, exit_status: int, incomplete: bool, incomplete_reason: str | None,
-             requirements: dict, cases: list[dict], capabilities=None) -> dict:
+             requirements: dict, cases: list[dict], capabilities=None, selection: dict | None = None,
+             modes=()) -> dict:
     """report.json's content: the members of docs/report.md, in their order.  The summary
     counts every case in exactly one bucket, so the buckets add up to `total`."""
     from ptlrpc_conformance.harness.data import registry
@@ -270,11 +377,13 @@ def document(*, profile: str, seed, user_vectors, reproduce: list[str], iut: dic
         "format": FORMAT,
         "incomplete": bool(incomplete),
         "incomplete_reason": incomplete_reason if incomplete else None,
-        "level": level(requirements, bool(incomplete), capabilities),
+        "level": level(requirements, bool(incomplete), capabilities, selection, modes),
+        "selection": (selection or {}),
+        "modes": list(modes or ()),
         "sha256": fingerprints(user_vectors),
         "reproduce": reproduce,
         "smoke": smoke,
-        "suite": {"name": "ptlrpc-conformance", "version": __version__},
+        "suite": suite_identity(),
         "profile": profile,
         "seed": seed,
         "lustre_version": LUSTRE_VERSION,
@@ -294,14 +403,17 @@ def document(*, profile: str, seed, user_vectors, reproduce: list[str], iut: dic
 
 
 def start_failure_document(*, iut_spec: str, message: str, exit_status: int, profile: str, seed,
-                           user_vectors, reproduce: list[str]) -> dict:
+                           user_vectors, reproduce: list[str], selected: dict | None = None,
+                           ignore_errno_class: bool = False) -> dict:
     """report.json of a certification whose IUT could not start: no case ran, the run is
     incomplete and `iut.start_failure` says why (the command line's preflight)."""
     doc = document(profile=profile, seed=seed, user_vectors=user_vectors, reproduce=reproduce,
                    iut={"spec": iut_spec, "hello": None, "start_failure": message}, smoke=None,
                    started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0,
                    exit_status=exit_status, incomplete=True,
-                   incomplete_reason=f"the IUT could not start: {message}", requirements={}, cases=[])
+                   incomplete_reason=f"the IUT could not start: {message}", requirements={}, cases=[],
+                   selection=selected if selected is not None else selection(),
+                   modes=run_modes(profile, ignore_errno_class, None))
     doc["reproducers"] = []
     return doc
 
@@ -310,6 +422,28 @@ def _reproduce_argv(config, profile: str) -> list[str]:
     """The certify command that repeats the run; `profile` is the one it followed (the
     registry's default when none was named).  The options come from the option table."""
     return reproduce_argv(config.getoption, {"profile": profile})
+
+
+SUITE_FILES = (".py", ".yaml", ".json", ".j2", ".ini", ".xsd")     # what the package judges with
+
+
+@functools.lru_cache(maxsize=1)
+def suite_hash() -> str:
+    """sha256 of the installed package's code and data (its .py, .yaml, .json, .j2, .ini and
+    .xsd files, by path relative to the package and content, in path order): the verdict logic
+    and the facts it reads.  Two installs give the same hash exactly when they judge alike."""
+    root = pathlib.Path(__file__).resolve().parents[2]          # ptlrpc_conformance/
+    h = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in SUITE_FILES and p.is_file()
+                       and "__pycache__" not in p.parts):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(path.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def suite_identity() -> dict:
+    """report.json's `suite`: the package's name, version and code-and-data hash."""
+    return {"name": "ptlrpc-conformance", "version": __version__, "sha256": suite_hash()}
 
 
 def fingerprints(user_vectors) -> dict:

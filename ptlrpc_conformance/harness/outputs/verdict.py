@@ -66,6 +66,27 @@ def _gate_lines(gate: dict) -> list[str]:
     return lines
 
 
+def scope_lines(level) -> list[str]:
+    """What a level rests on beyond its name: the selection of a partial run, the MUST
+    requirements no case exercised, and each relaxing mode with who asked for it."""
+    if not isinstance(level, dict):
+        return []
+    out = []
+    if level.get("status") == "partial":
+        complete = (level.get("selection") or {}).get("complete") or {}
+        short = [c for c, whole in complete.items() if not whole]
+        out.append(f"partial: {', '.join(short) or 'the suite'} not covered whole, so not certified "
+                   "(a complete run certifies)")
+    not_run = list(level.get("not_run") or ())
+    if not_run:
+        shown = ", ".join(not_run[:8]) + (f" and {len(not_run) - 8} more" if len(not_run) > 8 else "")
+        out.append(f"MUST requirements without evidence (not run or not exercised): {shown}")
+    for mode in level.get("modes") or ():
+        if isinstance(mode, dict):
+            out.append(f"mode: {mode.get('mode')} (asked by {mode.get('by')}): {mode.get('why')}")
+    return out
+
+
 def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike | None = None) -> list[str]:
     """The block, one string per line."""
     out = ["", "== ptlrpc-conformance verdict =="]
@@ -79,10 +100,11 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
         out.append(f"level: {name} (the run stopped early: {report.get('incomplete_reason') or 'interrupted'})")
     else:
         out.append(f"level: {name}")
+    out += scope_lines(level)
     summary = report.get("summary") or {}
     if summary.get("total"):
-        counts = ", ".join(f"{summary[k]} {k}" for k in ("pass", "fail", "error", "not-applicable", "skipped",
-                                                        "interrupted") if summary.get(k))
+        counts = ", ".join(f"{summary[k]} {k}" for k in ("pass", "fail", "error", "error (suite)", "not-applicable",
+                                                        "skipped", "interrupted") if summary.get(k))
         out.append(f"cases: {summary['total']} ({counts})")
     for lvl in (() if start_failure else ("MUST", "SHOULD")):
         failing = (level.get(f"failing_{lvl.lower()}") or []) if isinstance(level, dict) else []
