@@ -192,6 +192,8 @@ def _certify(args) -> int:
     adapter.close()
     print(f"ptlrpc-conformance: certifying {hello.name} {hello.version} ({args.iut}); "
           f"capabilities: {', '.join(sorted(hello.capabilities)) or 'none'}", flush=True)
+    for line in hello.capability_warnings():
+        print(f"ptlrpc-conformance: {line}", flush=True)
 
     import pytest                                                      # +170 ms
     suites = resources.files("ptlrpc_conformance.suites")

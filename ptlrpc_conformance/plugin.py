@@ -189,6 +189,8 @@ def pytest_sessionstart(session):
         with adapter:
             config.stash[HELLO] = adapter.hello.as_dict()
             config.stash[SMOKE] = smoke_check(adapter)
+            for line in adapter.hello.capability_warnings():
+                config.issue_config_time_warning(pytest.PytestConfigWarning(line), stacklevel=2)
     except UsageError as e:
         raise pytest.UsageError(str(e)) from None
     except IUTStartError as e:

@@ -29,6 +29,10 @@ def test_out_that_is_a_file_or_under_a_file(run_cli, tmp_path):
     refused(run, f"--out plain/sub/dir: cannot be created: {tmp_path / 'plain'} is a file")
 
 
+def test_an_empty_out_is_refused(run_cli):
+    refused(run_cli("--out", "", out=False), "--out: an empty path names no directory")
+
+
 def test_out_is_checked_without_leaving_anything_behind(run_cli, tmp_path):
     """The check makes the missing folders to try them, and removes them: a run refused for
     another reason leaves no empty folder."""
@@ -42,6 +46,7 @@ def test_out_is_checked_without_leaving_anything_behind(run_cli, tmp_path):
     (["--requirement", "hdr-magic-1"], "--requirement hdr-magic-1: unknown requirement id (closest: HDR-MAGIC-1"),
     (["--level", "must"], "argument --level: invalid choice: 'must'"),
     (["--io-log", "no/such/dir/io.log"], "--io-log no/such/dir/io.log: cannot be created:"),
+    (["--examples", "0"], "argument --examples: 0 is not at least 1"),
 ])
 def test_options_checked_before_the_iut_starts(run_cli, args, text):
     started = time.monotonic()
@@ -116,6 +121,7 @@ def test_a_marker_naming_an_unknown_requirement_is_a_usage_error(pytester):
     (["--update-known-failures"], "--update-known-failures needs --known-failures FILE"),
     (["--known-failures", "missing.yaml"], "--known-failures missing.yaml: no such file"),
     (["--conformance-report", "."], "--conformance-report .: is a directory, not a file"),
+    (["--conformance-examples", "0"], "argument --conformance-examples: 0 is not at least 1"),
 ])
 def test_plugin_options_are_checked_before_any_case(pytester, args, text):
     result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider", *args)
@@ -241,3 +247,41 @@ def test_iut_help_names_every_kind_of_iut(run_cli):
     text = " ".join(run_cli("certify", "--help", out=False).stdout.split())
     for form in forms:
         assert form in text, form
+
+
+@pytest.mark.parametrize("content", ["", "# nothing yet\n"])
+def test_an_empty_known_failures_file_is_refused(run_cli, tmp_path, content):
+    (tmp_path / "known.yaml").write_text(content)
+    refused(run_cli("--known-failures", "known.yaml"), "known.yaml: empty: a known-failures file holds")
+    # a file --update-known-failures is to fill may be empty
+    run = run_cli("--iut", "reference", "--known-failures", "known.yaml", "--update-known-failures", "loosen",
+                  "--area", "protocol")
+    assert run.rc in (0, 5), run.stderr[-2000:]
+    assert "format: ptlrpc-conformance-known-failures/1" in (tmp_path / "known.yaml").read_text()
+
+
+MISSPELT = """
+from ptlrpc_conformance.reference import make_testee
+
+
+class Misspelt:
+    def __init__(self):
+        self.inner = make_testee(capabilities=("decode",))
+
+    def handle(self, request):
+        response = self.inner.handle(request)
+        if request.get("op") == "hello":
+            response["result"]["capabilities"] = ["decod"]
+        return response
+"""
+
+
+def test_an_unknown_capability_is_named_with_the_closest_known_one(run_cli, tmp_path, pytester):
+    (tmp_path / "misspelt.py").write_text(MISSPELT)
+    run = run_cli("--iut", "python:misspelt:Misspelt", "--area", "protocol")
+    assert "warning: the IUT's hello declares capability 'decod', which this suite does not know: it is " \
+           "ignored (closest: decode" in run.stdout
+    pytester.makepyfile(misspelt=MISSPELT)
+    result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites.test_protocol", "-p",
+                                           "no:cacheprovider", "--iut", "python:misspelt:Misspelt")
+    assert "declares capability 'decod'" in result.stdout.str()

@@ -169,7 +169,7 @@ OPTIONS: tuple[Option, ...] = (
            cli=("--seed",), pytest="--conformance-seed", type=int, default=DEFAULT_SEED, metavar="N",
            reproduce=True),
     Option("examples", "examples per property test (default {default})",
-           cli=("--examples",), pytest="--conformance-examples", type=int, default=DEFAULT_EXAMPLES,
+           cli=("--examples",), pytest="--conformance-examples", type=positive_int, default=DEFAULT_EXAMPLES,
            metavar="N", reproduce=True),
     Option("vectors", "add the vector files of DIR (or one file) to the run; repeatable",
            cli=("--vectors",), pytest="--conformance-vectors", action="append", metavar="DIR", path=True,
@@ -298,6 +298,8 @@ def writable_dir(path: str | os.PathLike, option: str) -> list[str]:
     not a file, no part of it above is a file.  Tried for real (permission bits do not tell
     root, nor a read-only file system): the missing directories are made, a file is written
     in the last one, and what was made is removed again."""
+    if not str(path).strip():
+        return [f"{option}: an empty path names no directory (give one, e.g. {option} report)"]
     p = pathlib.Path(path)
     if p.exists() and not p.is_dir():
         return [f"{option} {path}: is a file, not a directory"]
@@ -365,7 +367,7 @@ def known_failures(path: str | None, update: str | None, option: str = "--known-
     if p.is_dir():
         return [f"{option} {path}: is a directory, not a known-failures file"]
     try:
-        gate.load(p)
+        gate.load(p, allow_empty=bool(update))
     except gate.GateError as e:
         return list(e.problems)
     return writable_file(p, option) if update else []

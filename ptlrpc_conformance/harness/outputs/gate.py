@@ -97,7 +97,9 @@ def _line_of(text: str, index: int) -> int:
     return 0
 
 
-def load(path: str | pathlib.Path) -> list[Entry]:
+def load(path: str | pathlib.Path, allow_empty: bool = False) -> list[Entry]:
+    """The entries of a known-failures file.  An empty file (nothing but comments) is a
+    GateError unless `allow_empty` (a file --update-known-failures is about to fill)."""
     p = pathlib.Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -109,6 +111,9 @@ def load(path: str | pathlib.Path) -> list[Entry]:
         mark = getattr(e, "problem_mark", None)
         raise GateError([f"{p}:{mark.line + 1 if mark else '?'}: not valid YAML: {getattr(e, 'problem', e)}"]) from None
     if data is None:
+        if not allow_empty:
+            raise GateError([f"{p}: empty: a known-failures file holds 'format: {FORMAT}' and its 'entries' "
+                             "(docs/known-failures.md); --update-known-failures loosen writes one from a run"])
         data = {"format": FORMAT, "entries": []}
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise GateError([f"{p}: not a known-failures file (expected 'format: {FORMAT}')"])

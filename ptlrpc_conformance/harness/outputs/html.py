@@ -513,6 +513,8 @@ def _meta(report: dict, iut: dict, hello: dict, suite: dict, name: str) -> list[
         if k not in ("name", "version", "capabilities", "protocol") and v not in (None, "", [], {}):
             add(f"IUT {k}", "text", _plain(v, 300))
     add("Suite", "text", f"{suite.get('name') or 'ptlrpc-conformance'} {suite.get('version') or ''}".strip())
+    if suite.get("sha256"):
+        add("Suite code and data (SHA-256)", "code", _text(suite["sha256"]))
     add("Profile", "code", _text(report.get("profile")) if report.get("profile") else None)
     add("Verdicts follow Lustre", "text", _text(report.get("lustre_version")))
     date = _date(report.get("started"))
