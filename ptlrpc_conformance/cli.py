@@ -96,6 +96,7 @@ class _Observer:
 
     def pytest_configure(self, config):
         from ptlrpc_conformance.harness.runstate import CLI_RUN, HELLO, SMOKE    # imports pytest: +170 ms
+        self.config = config
         config.stash[CLI_RUN] = True
         if self.preflight is not None:
             config.stash[HELLO], config.stash[SMOKE] = self.preflight
@@ -216,6 +217,9 @@ def _certify(args) -> int:
     before = _mtime(report_path)
     rc = int(pytest.main(pargs, plugins=[observer]))
     status = _exit_status(rc, observer)
+    if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
+        print(f"exit status: {status}", flush=True)     # no verdict block: there is nothing to judge
+        return status
     return _conclude(report_path if _mtime(report_path) != before else None, status)
 
 
@@ -277,9 +281,22 @@ def _exit_status(rc: int, observer: "_Observer") -> int:
         return EXIT_SUITE
     if rc in (4, 5):          # usage error, or nothing selected
         if rc == 5:
-            print("ptlrpc-conformance: no case was selected", file=sys.stderr)
+            print(f"ptlrpc-conformance: no case was selected{_selection_said(observer)}: nothing was run "
+                  "and nothing is certified (`ptlrpc-conformance list` shows the case ids)", file=sys.stderr)
         return EXIT_USAGE
     return EXIT_FAIL
+
+
+def _selection_said(observer: "_Observer") -> str:
+    """' by -k EXPR, --area A' : the selection options of the run that left no case."""
+    config = getattr(observer, "config", None)
+    if config is None:
+        return ""
+    said = [f"{o.cli[0]} {v}" for o in options.certify_options() if o.cli and o.dest in ("keyword", "area", "case",
+                                                                                      "requirement", "level")
+            for v in ([config.getoption(o.config_dest)] if not isinstance(config.getoption(o.config_dest), list)
+                      else config.getoption(o.config_dest)) if v]
+    return f" by {', '.join(said)}" if said else ""
 
 
 def _write_html(report_path: pathlib.Path) -> None:
@@ -294,6 +311,10 @@ def cmd_run(argv: list[str]) -> int:
         print("usage: ptlrpc-conformance run CASE-ID [--iut SPEC] [--io-log FILE] [certify options]", file=sys.stderr)
         return EXIT_USAGE
     case_id, rest = argv[0], argv[1:]
+    if rest and not rest[0].startswith("-"):
+        print(f"ptlrpc-conformance run: one case id at a time ({rest[0]!r} is a second one); "
+              f"to run several, use `certify --case {case_id} --case {rest[0]}`", file=sys.stderr)
+        return EXIT_USAGE
     args = _certify_parser().parse_args(rest)
     args.case = list(args.case) + [case_id]
     return _certify(args)
@@ -312,7 +333,7 @@ def _list(args) -> int:
     pargs = ["-c", str(suites.joinpath("pytest.ini")), "--rootdir", str(suites), "--pyargs",
              "ptlrpc_conformance.suites", "--collect-only", "-qq", "--conformance-list"]
     pargs += options.pytest_args(args, options.command_options("list"))
-    rc = int(pytest.main(pargs))
+    rc = int(pytest.main(pargs, plugins=[_Observer()]))
     return EXIT_OK if rc == 0 else EXIT_USAGE
 
 
@@ -624,7 +645,10 @@ def cmd_certification_doc(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] in ("-h", "--help"):
+    if not argv:
+        print(__doc__.strip())
+        return EXIT_USAGE           # no command: say what there is, run nothing
+    if argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return EXIT_OK
     if argv and argv[0] == "--version":
@@ -646,6 +670,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("ptlrpc-conformance: interrupted", file=sys.stderr)
         return EXIT_FAIL
+    except BrokenPipeError:
+        # the reader closed the pipe (`list | head`): what it wanted was written; end quietly,
+        # with nothing more written to the closed pipe at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 def entry() -> None:

@@ -1,5 +1,8 @@
 """The command line: exit statuses 0/1/2/3, the report, decode, lint-vectors, requirements."""
 import json
+import os
+import shlex
+import subprocess
 import sys
 
 import pytest
@@ -259,3 +262,28 @@ def test_run_one_case_ends_with_the_verdict(run_cli):
     run = run_cli("run", "framing.bufcount.zero.decode")
     assert run.rc == 0
     assert _block(run.stdout)[1].startswith("level: ") and run.stdout.rstrip().endswith("exit status: 0")
+
+
+def test_listings_end_quietly_when_the_reader_closes_the_pipe():
+    """`list | head -1`, `requirements | head -1`: the first line, no traceback, exit 0."""
+    for command in ("list", "requirements"):
+        proc = subprocess.run(f"{shlex.quote(sys.executable)} -m ptlrpc_conformance.cli {command} | head -1",
+                              shell=True, capture_output=True, text=True, executable="/bin/bash")
+        assert len(proc.stdout.splitlines()) == 1
+        assert "Traceback" not in proc.stderr and "INTERNALERROR" not in proc.stderr + proc.stdout, proc.stderr
+        status = subprocess.run(f"set -o pipefail; {shlex.quote(sys.executable)} -m ptlrpc_conformance.cli "
+                                f"{command} | head -1 >/dev/null", shell=True, executable="/bin/bash")
+        assert status.returncode == 0, command
+
+
+def test_cli_messages_name_the_cli_and_its_commands(run_cli):
+    listed = run_cli("list", "--area", "framin", out=False)
+    assert listed.rc == 2 and "--area framin: unknown area (closest: framing)" in listed.stdout + listed.stderr
+    assert "--conformance-area" not in listed.stdout + listed.stderr
+    two = run_cli("run", "framing.magic.zero.decode", "framing.magic.v1.decode", out=False)
+    assert two.rc == 2 and "one case id at a time" in two.stderr and "module or package" not in two.stderr
+    bare = run_cli(out=False)
+    assert bare.rc == 2 and "ptlrpc-conformance [certify]" in bare.stdout and "certifying" not in bare.stdout
+    nothing = run_cli("-k", "no-case-is-named-so")
+    assert nothing.rc == 2 and "no case was selected by -k no-case-is-named-so" in nothing.stderr
+    assert "level:" not in nothing.stdout

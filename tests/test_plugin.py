@@ -71,6 +71,8 @@ def test_a_plugin_run_ends_with_the_verdict_block(pytester):
     assert any(line.startswith("=") and " passed" in line for line in lines[:start])    # pytest's summary first
     block = lines[start:]
     assert block[1].startswith("level: ") and f"report: {report}" in block and block[-1] == "exit status: 0"
+    # the plugin was given --iut reference: the block names the implementation it judged
+    assert block[2] == "iut: ptlrpc-conformance reference 0.1.0 (--iut reference)"
 
 
 def test_a_run_of_other_tests_prints_no_verdict(pytester):

@@ -140,7 +140,7 @@ def test_an_iut_that_cannot_start_gets_a_report(run_cli):
     assert (run.out / "report.html").exists()
     normal = run_cli("--iut", "reference", "-k", "framing.magic.zero").report
     assert set(r) == set(normal)                  # the same members as any report (docs/report.md)
-    assert "level: none: the IUT could not start" in run.stdout and run.stdout.rstrip().endswith("exit status: 3")
+    assert "level: incomplete (the IUT could not start: " in run.stdout and run.stdout.rstrip().endswith("exit status: 3")
 
 
 def test_plugin_writes_a_report_when_the_iut_cannot_start(pytester, run_cli):

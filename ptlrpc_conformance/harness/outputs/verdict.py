@@ -95,11 +95,16 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
     level = report.get("level") or {}
     name = level_name(level)
     if start_failure:
-        out.append(f"level: none: the IUT could not start ({start_failure})")
+        out.append(f"level: incomplete (the IUT could not start: {start_failure})")
     elif report.get("incomplete"):
         out.append(f"level: {name} (the run stopped early: {report.get('incomplete_reason') or 'interrupted'})")
     else:
         out.append(f"level: {name}")
+    iut = report.get("iut") or {}
+    hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
+    if iut:
+        named = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k))
+        out.append(f"iut: {named + ' ' if named else ''}(--iut {iut.get('spec') or 'reference'})")
     out += scope_lines(level)
     summary = report.get("summary") or {}
     if summary.get("total"):
