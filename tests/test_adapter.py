@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from conftest import TESTS
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, NotApplicable, UsageError
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, IUTStartError, NotApplicable, UsageError
 from ptlrpc_conformance.harness.transport.exec import ExecAdapter
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 from ptlrpc_conformance.harness.data.vectors import load_all
@@ -118,8 +118,10 @@ def test_in_process_batches_are_judged_and_logged_like_single_calls(tmp_path):
 def test_loader_errors():
     with pytest.raises(UsageError):
         load_adapter("exec:")
-    with pytest.raises(UsageError):
-        load_adapter("python:os:path")        # not callable...
+    with pytest.raises(IUTStartError, match="has no callable 'path'"):
+        load_adapter("python:os:path")        # not callable: the IUT cannot start, as an exec: one
+    with pytest.raises(IUTStartError, match="cannot import no_such_module_xyz"):
+        load_adapter("python:no_such_module_xyz:make")
     with pytest.raises(UsageError, match="no handle"):
         load_adapter("python:builtins:object")
 

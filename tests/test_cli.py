@@ -53,7 +53,6 @@ def test_reference_passes_the_literal_profile(run_cli):
 @pytest.mark.parametrize("args, text", [
     (["--iut", "nonsense"], "expected 'reference', 'python:package.module:factory', 'exec:COMMAND' or "
                             "'tshark[:PROGRAM]'"),
-    (["--iut", "python:no_such_module_xyz:f"], "cannot import no_such_module_xyz"),
     (["--iut", "python:iuts"], "expected python:package.module:factory"),
     (["--iut", "exec:'unbalanced"], "No closing quotation"),
     (["--profile", "lustre-1.8"], "unknown profile 'lustre-1.8'"),
@@ -67,6 +66,31 @@ def test_usage_errors_exit_2(run_cli, args, text):
     assert run.rc == 2, run.stdout + run.stderr
     assert text in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_python_iut_that_cannot_be_imported_cannot_start(run_cli):
+    """Like an exec: command that cannot run: exit 3, with a report that says why."""
+    for spec, text in (("python:no_such_module_xyz:f", "cannot import no_such_module_xyz"),
+                       ("python:iuts:no_such_factory", "iuts has no callable 'no_such_factory'")):
+        run = run_cli("--iut", spec)
+        assert run.rc == 3, run.stdout + run.stderr
+        assert text in run.report["iut"]["start_failure"] and run.report["incomplete"] is True
+        assert "Traceback" not in run.stderr
+
+
+def test_the_console_script_imports_a_python_iut_from_the_current_directory(tmp_path):
+    """`ptlrpc-conformance` finds ./testee.py as `python3 -m ptlrpc_conformance` does."""
+    import shutil
+    script = shutil.which("ptlrpc-conformance")
+    if script is None:
+        pytest.skip("not run: the console script is not on PATH (the package is not installed)")
+    (tmp_path / "testee_here.py").write_text("from ptlrpc_conformance.reference import make_testee\n"
+                                             "def make():\n    return make_testee(capabilities=('decode',))\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([script, "certify", "--iut", "python:testee_here:make", "--area", "protocol",
+                           "--out", str(tmp_path / "out")], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert "certifying" in proc.stdout and "cannot import" not in proc.stdout + proc.stderr, proc.stderr
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["iut"]["start_failure"] is None
 
 
 def test_user_vectors_join_the_run(run_cli, tmp_path):

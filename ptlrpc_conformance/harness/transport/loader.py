@@ -8,6 +8,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 from ptlrpc_conformance.harness.transport import tshark
 from ptlrpc_conformance.harness.transport.adapter import (
@@ -34,13 +36,15 @@ def _load(spec: str | None, timeout: float) -> Adapter:
         module_name, sep, attr = target.partition(":")
         if not sep or not module_name or not attr:
             raise UsageError(f"--iut {spec!r}: expected python:package.module:factory")
+        _importable_from_cwd()
         try:
             module = importlib.import_module(module_name)
         except Exception as e:
-            raise UsageError(f"--iut {spec!r}: cannot import {module_name}: {type(e).__name__}: {e}") from None
+            # the IUT cannot start, as an exec: command that cannot run: exit 3, with a report
+            raise IUTStartError(f"--iut {spec!r}: cannot import {module_name}: {type(e).__name__}: {e}") from None
         factory = getattr(module, attr, None)
         if factory is None or not callable(factory):
-            raise UsageError(f"--iut {spec!r}: {module_name} has no callable {attr!r}")
+            raise IUTStartError(f"--iut {spec!r}: {module_name} has no callable {attr!r}")
         try:
             obj = factory()
         except Exception as e:
@@ -56,6 +60,15 @@ def _load(spec: str | None, timeout: float) -> Adapter:
             raise UsageError(f"--iut {spec!r}: {e}") from None
     raise UsageError(f"--iut {spec!r}: expected 'reference', 'python:package.module:factory', 'exec:COMMAND' "
                      "or 'tshark[:PROGRAM]'")
+
+
+def _importable_from_cwd() -> None:
+    """A python: IUT is imported as `python3 -m ptlrpc_conformance` imports it, with the current
+    directory first on sys.path: the console script, whose sys.path starts with its own
+    directory instead, finds a testee.py of the current directory too."""
+    cwd = os.getcwd()
+    if not any(p in ("", ".", cwd) for p in sys.path):
+        sys.path.insert(0, cwd)
 
 
 def smoke_check(adapter) -> list[dict]:
