@@ -317,7 +317,12 @@ def cmd_run(argv: list[str]) -> int:
         return EXIT_USAGE
     args = _certify_parser().parse_args(rest)
     args.case = list(args.case) + [case_id]
+    if not any(a == "--out" or a.startswith("--out=") for a in rest):
+        args.out = RUN_OUT          # a re-run of one case never replaces a certification's report
     return _certify(args)
+
+
+RUN_OUT = "ptlrpc-conformance-run"       # `run`'s default --out (certify's: ptlrpc-conformance-report)
 
 
 def cmd_list(argv: list[str]) -> int:

@@ -191,3 +191,31 @@ def test_certification_doc_quotes_the_reproduce_command():
     report = small_report()
     report["reproduce"] = ["ptlrpc-conformance", "certify", "--iut", "exec:node testee.js"]
     assert "`ptlrpc-conformance certify --iut 'exec:node testee.js'`" in certdoc.render(report)
+
+
+def test_one_run_one_report_in_a_reused_out(run_cli, tmp_path):
+    """A second run in the same --out leaves nothing of the first: its reproducers go (the
+    ones this run reads with --vectors stay, its reproduce command names them), files that are
+    not the suite's stay, and the verdict block lists only this run's outputs."""
+    out = tmp_path / "same"
+    first = run_cli("--iut", "python:iuts:no_header_pad", "-k", "framing.magic", "--out", str(out), out=False)
+    assert first.rc == 1
+    old = sorted(p.name for p in (out / "reproducers").glob("*.yaml"))
+    assert len(old) > 1
+    (out / "reproducers" / "notes.yaml").write_text("my own notes\n")
+    replayed = out / "reproducers" / old[0]
+    again = run_cli("--iut", "reference", "-k", "framing.magic or repro", "--vectors", str(replayed),
+                    "--out", str(out), out=False)
+    assert again.rc == 0, again.stdout[-2000:]
+    left = sorted(p.name for p in (out / "reproducers").iterdir())
+    assert left == sorted(["notes.yaml", old[0]])
+    assert any(c["id"].startswith("repro.") for c in json.loads((out / "report.json").read_text())["cases"])
+
+
+def test_run_writes_to_its_own_folder(run_cli, tmp_path):
+    (tmp_path / "ptlrpc-conformance-report").mkdir()
+    (tmp_path / "ptlrpc-conformance-report" / "report.json").write_text("{}")
+    run = run_cli("run", "framing.magic.zero.decode", out=False)
+    assert run.rc == 0, run.stderr
+    assert (tmp_path / "ptlrpc-conformance-run" / "report.json").exists()
+    assert (tmp_path / "ptlrpc-conformance-report" / "report.json").read_text() == "{}"

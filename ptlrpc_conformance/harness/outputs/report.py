@@ -106,7 +106,12 @@ class Collector:
         if gate_file:
             report["gate"] = self._gate(session, report, gate_file)
         if path:
-            report["reproducers"] = write_reproducers(report, pathlib.Path(path).parent / "reproducers")
+            from ptlrpc_conformance.harness.data.vectors import user_files
+            try:
+                inputs = user_files(self.config.getoption("conformance_vectors") or ())
+            except Exception:        # an input that went away: nothing of it to keep
+                inputs = []
+            report["reproducers"] = write_reproducers(report, pathlib.Path(path).parent / "reproducers", inputs)
             write(report, path)
         self.report = report
 
@@ -467,8 +472,45 @@ def fingerprints(user_vectors) -> dict:
 SAFE_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)   # libyaml's, much faster, when built
 
 
-def write_reproducers(report: dict, directory: pathlib.Path) -> list[str]:
-    """Each failing case with a reproducer, as a vector file `--vectors DIR` reads back."""
+REPRODUCER_FORMATS = ("format: ptlrpc-conformance-vectors/", "format: " + SCENARIO_FORMAT.rsplit("/", 1)[0] + "/")
+
+
+def _remove_old_reproducers(directory: pathlib.Path, keep: set[pathlib.Path]) -> None:
+    """Remove the reproducers an earlier run wrote into `directory` (a .yaml file that starts
+    with a vector or scenario format line and names a `repro.` id), and the directory when
+    that leaves it empty.  Anything else there is not the suite's, and stays.  The run's own
+    --vectors were read when its cases were collected, before this."""
+    if not directory.is_dir():
+        return
+    for path in directory.glob("*.yaml"):
+        if path.resolve() in keep or not path.is_file():
+            continue
+        try:
+            head = path.read_text(encoding="utf-8")[:4000]
+        except (OSError, UnicodeDecodeError):
+            continue
+        if head.startswith(REPRODUCER_FORMATS) and "id: repro." in head:
+            path.unlink(missing_ok=True)
+    try:
+        directory.rmdir()           # only when empty
+    except OSError:
+        pass
+
+
+def write_reproducers(report: dict, directory: pathlib.Path, inputs=()) -> list[str]:
+    """Each failing case with a reproducer, as a vector file `--vectors DIR` reads back; the
+    reproducers of an earlier run in `directory` are removed (one run, one report), except
+    the run's own `inputs` (its --vectors files: its reproduce command names them)."""
+    written: list[str] = []
+    try:
+        written = _write_reproducers(report, directory)
+        return written
+    finally:
+        keep = {pathlib.Path(p).resolve() for p in list(written) + list(inputs)}
+        _remove_old_reproducers(directory, keep)
+
+
+def _write_reproducers(report: dict, directory: pathlib.Path) -> list[str]:
     written = []
     for c in report["cases"]:
         rep = (c.get("notes") or {}).get("reproducer")

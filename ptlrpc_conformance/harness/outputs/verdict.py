@@ -66,6 +66,18 @@ def _gate_lines(gate: dict) -> list[str]:
     return lines
 
 
+def _of_this_run(path: str, report: dict) -> bool:
+    """Whether `path` exists and was written by the run of `report` (not before it started:
+    an earlier run's file in the same folder is not this run's output)."""
+    import datetime as dt
+    try:
+        written = os.stat(path).st_mtime
+        started = dt.datetime.fromisoformat(str(report.get("started"))).timestamp()
+    except (OSError, ValueError, TypeError):
+        return os.path.exists(path)
+    return written >= started - 1.0          # `started` is kept to the second
+
+
 def scope_lines(level) -> list[str]:
     """What a level rests on beyond its name: the selection of a partial run, the MUST
     requirements no case exercised, and each relaxing mode with who asked for it."""
@@ -122,7 +134,7 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
         path = os.fspath(report_path)
         if os.path.exists(path):
             directory = os.path.dirname(os.path.abspath(path))
-            others = [n for n in ("report.html", "junit.xml") if os.path.exists(os.path.join(directory, n))]
+            others = [n for n in ("report.html", "junit.xml") if _of_this_run(os.path.join(directory, n), report)]
             others += ["reproducers/"] if report.get("reproducers") else []     # this run's, not an old run's
             out.append(f"report: {path}" + (f" (and {', '.join(others)})" if others else ""))
         else:
