@@ -66,15 +66,58 @@ def test_verify_report_agrees_on_a_clean_and_a_failing_report(run_cli, tmp_path)
     assert proc.returncode == 1 and "verdict(s) differ" in proc.stdout
 
 
-def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
+def _wait_for_line(log, predicate, proc, limit: float = 300.0) -> None:
+    """Wait until a line of the io-log `log` satisfies `predicate` (the run got there), the
+    process ended, or `limit` seconds passed: an observable event, never a fixed sleep."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and any(predicate(line) for line in log.read_text(errors="replace").splitlines()):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the run never logged the line waited for (exit {proc.poll()})")
+
+
+def _hang_request(line: str) -> bool:
+    """The request hostile.py hangs on: a decode whose lm_magic bytes are 0."""
+    if not line.startswith("> "):
+        return False
+    try:
+        req = json.loads(line[2:])
+    except ValueError:
+        return False
+    data = req.get("data") or ""
+    return req.get("op") == "decode" and data[16:24] == "00000000" and len(data) > 64
+
+
+def _interrupted_run(tmp_path, iut, predicate):
     env = dict(os.environ, PYTHONPATH=str(TESTS))
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance.cli", "--iut", hostile("hang"),
-                             "--iut-timeout", "60", "--out", str(out), "-q"],
+    out, log = tmp_path / "out", tmp_path / "io.log"
+    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance.cli", "--iut", iut,
+                             "--iut-timeout", "60", "--out", str(out), "--io-log", str(log), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
-    time.sleep(8)        # the run reaches the case the testee hangs on
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
+    try:
+        _wait_for_line(log, predicate, proc)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc, stdout, stderr, out
+
+
+def test_ctrl_c_at_the_first_case_gives_an_incomplete_report(tmp_path, hostile):
+    """A Ctrl-C at any moment after the run started: here as soon as the first request of a
+    case is on its way."""
+    proc, stdout, stderr, out = _interrupted_run(tmp_path, hostile("ok"), lambda line: line.startswith("> "))
+    assert proc.returncode == 1, stdout.decode()[-2000:] + stderr.decode()[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["incomplete"] is True and report["incomplete_reason"]
+    assert report["summary"]["total"] < 500
+
+
+def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
+    # the signal comes once the testee hangs on its message (the io-log shows it was sent)
+    proc, stdout, stderr, out = _interrupted_run(tmp_path, hostile("hang"), _hang_request)
     assert proc.returncode == 1, stdout.decode()[-2000:] + stderr.decode()[-2000:]
     report = json.loads((out / "report.json").read_text())
     assert report["incomplete"] is True

@@ -42,12 +42,23 @@ class Collector:
     def __init__(self, config):
         self.config = config
         self.cases: dict[str, dict] = {}
+        self.expected: set[str] = set()      # the node ids of the run's selected tests
+        self.finished: set[str] = set()      # those whose teardown reported: they ran to the end
         self.started = time.time()
         self.started_iso = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
     # pytest hooks ----------------------------------------------------------------------
+    def pytest_collection_finish(self, session):
+        self.expected.update(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        self.expected.update(ids)          # xdist: what a worker collected (every worker, the same)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report):
+        if report.when == "teardown":
+            self.finished.add(report.nodeid)
         props = _props(report)
         case = props.get("case_id")
         if case is None:
@@ -199,13 +210,17 @@ class Collector:
         reqs = judged(requirement_verdicts(cases, registry.requirements()), cases, registry.requirements(),
                       profile, hello, modes)
         start_failure = config.stash.get(IUT_START_FAILURE, None)
+        # a test that was selected but did not run to its end (whatever stopped the run, at
+        # whatever moment) makes the run incomplete, as pytest's own interrupted status does
+        unfinished = len(self.expected - self.finished)
         incomplete = bool(exitstatus == pytest.ExitCode.INTERRUPTED or session.shouldstop or session.shouldfail
-                          or start_failure)
+                          or start_failure or unfinished)
         reason = None
         if start_failure:
             reason = f"the IUT could not start: {start_failure}"
         elif incomplete:
-            reason = stop_reason(session, exitstatus)
+            reason = stop_reason(session, exitstatus) or \
+                f"interrupted: {unfinished} of the {len(self.expected)} selected tests did not finish"
         return document(
             profile=profile, seed=config.getoption("conformance_seed"),
             user_vectors=config.getoption("conformance_vectors") or (),
