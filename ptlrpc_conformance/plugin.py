@@ -24,7 +24,8 @@ from ptlrpc_conformance.harness.options import BY_DEST, add_pytest_options
 from ptlrpc_conformance.harness.outputs import gate
 from ptlrpc_conformance.harness.outputs.report import Collector
 from ptlrpc_conformance.harness.runstate import (
-    CLI_RUN, COLLECTOR, DESELECTED, HELLO, IUT_START_FAILURE, SMOKE, STOP_REASON, WORKER_USAGE_ERROR)
+    ADAPTER, CLI_RUN, COLLECTOR, DESELECTED, HELLO, IUT_LOST, IUT_START_FAILURE, SMOKE, STOP_REASON,
+    WORKER_USAGE_ERROR)
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_check
 
@@ -50,8 +51,7 @@ def pytest_configure(config):
     if problems:
         raise pytest.UsageError("\n".join(problems))
     max_fail, budget = config.getoption("conformance_max_fail"), config.getoption("conformance_time_budget")
-    if max_fail is not None or budget is not None:
-        config.pluginmanager.register(RunLimits(config, max_fail, budget), "ptlrpc_conformance.limits")
+    config.pluginmanager.register(RunLimits(config, max_fail, budget), "ptlrpc_conformance.limits")
     if not hasattr(config, "workerinput"):
         problems = _input_problems(config)
         if problems:
@@ -74,7 +74,9 @@ def _input_problems(config) -> list[str]:
 
 
 class RunLimits:
-    """--conformance-max-fail and --conformance-time-budget: stop a hopeless run cleanly.
+    """--conformance-max-fail, --conformance-time-budget and --conformance-max-timeouts: stop
+    a hopeless run cleanly.  The last is always on: an IUT that left that many requests in a
+    row unanswered, or did not answer its hello after a restart, has stopped answering.
 
     Checked after each case, so the case running when a limit is reached is finished (each
     IUT call is still bounded by --iut-timeout).  Stopping sets `session.shouldstop`: pytest
@@ -143,6 +145,12 @@ class RunLimits:
                               f"(limit {self.max_fail})")
         if self.deadline is not None and time.time() >= self.deadline:
             self.stop(f"time budget of {self.budget:g} s exhausted after {time.time() - self.started:.1f} s")
+        adapter = self.config.stash.get(ADAPTER, None)
+        if report.when == "teardown":
+            why = self.config.stash.get(IUT_LOST, None) or (
+                adapter.stopped_answering(self.config.getoption("conformance_max_timeouts") or 5) if adapter else None)
+            if why:
+                self.stop(why)
         if self.is_worker and self.stop_file and report.when == "teardown" and os.path.exists(self.stop_file):
             try:
                 with open(self.stop_file, encoding="utf-8") as f:
@@ -161,6 +169,8 @@ class RunLimits:
             return
         session.shouldstop = reason
         self.config.stash[STOP_REASON] = reason
+        if self.is_worker:              # the controller names it in the report (pytest_testnodedown)
+            self.config.workeroutput[STOP_OUTPUT] = reason
         dsession = self.config.pluginmanager.getplugin("dsession")     # xdist's controller loop
         if dsession is not None and not getattr(dsession, "shouldstop", False):
             dsession.shouldstop = reason
@@ -228,6 +238,7 @@ def pytest_deselected(items):
 
 
 DESELECTED_OUTPUT = "conformance_deselected"
+STOP_OUTPUT = "conformance_stop_reason"       # why a worker stopped the run
 
 
 def _suite_bug(item, excinfo) -> bool:
@@ -344,6 +355,13 @@ def pytest_testnodedown(node, error):
     """xdist controller: a worker's usage error ends the run as one (see pytest_sessionfinish)."""
     output = getattr(node, "workeroutput", None) or {}
     node.config.stash.setdefault(DESELECTED, {}).update(output.get(DESELECTED_OUTPUT) or {})
+    reason = output.get(STOP_OUTPUT)
+    if reason and STOP_REASON not in node.config.stash:
+        # a worker stopped for its IUT: the whole run stops, for that reason
+        node.config.stash[STOP_REASON] = reason
+        dsession = node.config.pluginmanager.getplugin("dsession")
+        if dsession is not None and not getattr(dsession, "shouldstop", False):
+            dsession.shouldstop = reason
     message = output.get(USAGE_ERROR)
     if message:
         node.config.stash[WORKER_USAGE_ERROR] = message

@@ -252,3 +252,41 @@ def test_a_harness_exiting_without_close_leaves_no_testee_behind(tmp_path):
         assert os.read(r, 1) == b""
     finally:
         os.close(r)
+
+
+def test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds(run_cli, hostile):
+    """After --max-timeouts requests in a row went unanswered, the run stops as incomplete:
+    seconds, not the ~20 minutes of a timeout per case."""
+    run = run_cli("--iut", hostile("hangall"), "--iut-timeout", "0.5", "--max-timeouts", "3", timeout=120)
+    assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    r = run.report
+    assert r["incomplete"] is True
+    assert r["incomplete_reason"].startswith("the IUT stopped answering: 3 requests in a row timed out")
+    assert r["summary"]["error"] <= 3 and r["summary"]["total"] < 50
+
+
+def test_a_testee_that_does_not_come_back_after_a_restart_stops_the_run(run_cli, hostile, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    run = run_cli("--iut", f"{hostile('gone')} {state}", "--iut-timeout", "1", timeout=120)
+    assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    # the preflight started it once; the cases' start is the first restart, and it is gone
+    assert run.report["incomplete_reason"].startswith("the IUT stopped answering: it did not start again")
+    assert run.report["summary"]["error"] <= 2
+
+
+def test_crashes_alone_never_stop_a_run(run_cli, hostile):
+    run = run_cli("--iut", hostile("crash"), "--max-timeouts", "1", "-k", "framing")
+    assert run.report["incomplete"] is False and run.report["summary"]["error"] >= 1
+
+
+def test_the_exec_adapter_knows_a_testee_that_did_not_answer_its_hello_after_a_restart(tmp_path):
+    vector = VECTORS["framing.magic.zero"]
+    with ExecAdapter(HOSTILE + ["gone", str(tmp_path)], timeout=1.0) as adapter:
+        assert adapter.stopped_answering(5) is None
+        hung = adapter.call({"op": "decode", "data": vector.data.hex(), "direction": vector.direction})
+        assert hung.kind == "timeout" and adapter.timeouts_in_a_row == 1
+        after = adapter.call({"op": "decode", "data": vector.data.hex(), "direction": vector.direction})
+        assert after.kind == "crash" and "could not be restarted" in after.detail
+        why = adapter.stopped_answering(5)
+        assert why and why.startswith("the IUT stopped answering: it did not answer its hello after a restart")

@@ -211,6 +211,11 @@ OPTIONS: tuple[Option, ...] = (
     Option("time_budget", "stop once SECONDS have passed (checked after each case); the report is marked "
                           "incomplete",
            cli=("--time-budget",), pytest="--conformance-time-budget", type=positive_float, metavar="SECONDS"),
+    Option("max_timeouts", "stop once the IUT has left N requests in a row unanswered (timeouts; default "
+                           "{default}), or does not answer its hello after a restart: it stopped answering, and "
+                           "the report is marked incomplete; crashes never stop a run",
+           cli=("--max-timeouts",), pytest="--conformance-max-timeouts", type=positive_int, default=5,
+           metavar="N"),
     Option("out", "directory for report.json, report.html and junit.xml (created; default {default})",
            cli=("--out",), default="ptlrpc-conformance-report", metavar="DIR"),
     Option("report", "write a report.json of the run to FILE (reproducers of failures beside it)",

@@ -11,6 +11,8 @@ SMOKE = pytest.StashKey[list]()
 STOP_REASON = pytest.StashKey[str]()
 CLI_RUN = pytest.StashKey[bool]()             # the command line started this run (it prints the verdict)
 WORKER_USAGE_ERROR = pytest.StashKey[str]()   # xdist: a worker found a usage error in collection
+ADAPTER = pytest.StashKey[object]()            # this process's started adapter (the iut fixture's)
+IUT_LOST = pytest.StashKey[str]()              # why the iut fixture could not start the IUT (after the preflight did)
 DESELECTED = pytest.StashKey[dict]()          # the conformance cases a selection left out: {case id: [requirements]}
 
 

@@ -3,6 +3,9 @@
 usage: hostile.py MODE [N]
   crash     exit(7) when asked to decode a message whose lm_magic is 0
   hang      stop answering (sleep) on that message
+  hangall   answer the hello and the unknown-op probe, then stop answering every request
+  gone DIR  hang on that message; every start after the first (a file in DIR says which) exits
+            at once, before its hello
   garbage   write a line that is not JSON for that message
   wrongid   answer that message with the wrong id
   bigline   answer that message with a 10 MiB line that is not JSON (an unterminated object)
@@ -28,7 +31,7 @@ from ptlrpc_conformance.reference import make_testee
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 EXIT_AFTER = int(sys.argv[2]) if MODE == "exitafter" else None
-STATE = sys.argv[2] if MODE == "othercaps" else None
+STATE = sys.argv[2] if MODE in ("othercaps", "gone") else None
 TRIGGER_MAGIC = "00000000"   # lm_magic bytes of the framing.magic.zero vector
 
 
@@ -44,6 +47,8 @@ def main():
         restarted = os.path.exists(os.path.join(STATE, "started"))
         open(os.path.join(STATE, "started"), "w").close()
     answered = 0
+    if MODE == "gone" and restarted:
+        return 0
     for line in sys.stdin:
         if not line.strip():
             continue
@@ -68,7 +73,7 @@ def main():
             out.write('{"id": %d, "ok": true, "result": ' % req["id"] + "[" * depth + "]" * depth + "}\n")
             out.flush()
             continue
-        if triggered and MODE == "hang":
+        if (triggered and MODE in ("hang", "gone")) or (MODE == "hangall" and req.get("op") in ("decode", "encode")):
             time.sleep(3600)
         if triggered and MODE == "garbage":
             out.write("this is not json {\n")

@@ -43,6 +43,18 @@ class Adapter:
         self.hello: Hello | None = None
         self.restarts = 0
         self.io_log = None            # a text file: every protocol line, "> " sent, "< " received
+        self.timeouts_in_a_row = 0    # requests left unanswered one after the other (reset by any answer)
+        self.lost: str | None = None  # why the IUT can no longer be reached (a restart it did not answer)
+
+    def stopped_answering(self, max_timeouts: int) -> str | None:
+        """Why the IUT has stopped answering, or None: `max_timeouts` requests in a row timed
+        out, or a restart got no hello.  A crash is an answer of sorts: it never counts."""
+        if self.lost:
+            return f"the IUT stopped answering: {self.lost}"
+        if self.timeouts_in_a_row >= max_timeouts:
+            return (f"the IUT stopped answering: {self.timeouts_in_a_row} requests in a row timed out "
+                    f"(--max-timeouts {max_timeouts})")
+        return None
 
     def log(self, direction: str, line: str) -> None:
         if self.io_log is not None:
@@ -79,7 +91,10 @@ class Adapter:
                 self.require(r.get("op", ""), r.get("direction"))
         if not requests:
             return []
-        return self._exchange(list(requests))
+        outcomes = self._exchange(list(requests))
+        for o in outcomes:
+            self.timeouts_in_a_row = self.timeouts_in_a_row + 1 if o.kind == "timeout" else 0
+        return outcomes
 
     def close(self) -> None:
         pass

@@ -406,6 +406,8 @@ class ExecAdapter(Adapter):
                 why = self._restart()
                 if why is not None:
                     results += [Outcome.crash(f"testee could not be restarted: {why}")] * len(pending)
+                    if "no valid hello" in why:
+                        self.lost = f"it did not answer its hello after a restart ({why.splitlines()[0]})"
                     break
             got = self._pipeline(pending)
             results += got
