@@ -10,11 +10,14 @@
 
 The gate fails on: a failure no entry covers (new); an entry whose cases no longer fail
 (stale); an entry that matches no case of the run; a failure whose signature differs from
-the entry's; an expired entry.  Each problem says which lines to add or remove.
-`update()` rewrites the file (creating it when missing): it removes stale and unmatched
-entries and records missing signatures (tightening); with `loosen=True` it also adds the new
-failures and the changed signatures.  The gate's verdict on a run that rewrote the file is
-the verdict on the file as written.
+the entry's; an expired entry.  Each problem says which lines to add or remove.  An entry
+whose cases the run did not run — outside its selection, or not reached by a run that stopped
+early — is `not run`: never stale, never unmatched, never removed.
+`update()` rewrites the file (creating it when missing), keeping its comments and order (a
+round-trip YAML writer): it removes stale and unmatched entries and records missing
+signatures (tightening); with `loosen=True` it also adds the new failures and the changed
+signatures.  The gate's verdict on a run that rewrote the file is the verdict on the file as
+written.
 """
 from __future__ import annotations
 
@@ -50,6 +53,7 @@ class Entry:
     expires: _dt.date | None = None
     line: int = 0
     source: str = ""            # the known-failures file it was read from
+    index: int = -1             # its place in the file's `entries` list
 
     @property
     def where(self) -> str:
@@ -75,6 +79,7 @@ class Result:
     expired: list[Entry] = field(default_factory=list)
     known: list[str] = field(default_factory=list)
     unsigned: list[tuple[Entry, str]] = field(default_factory=list)       # entries without a signature
+    not_run: list[Entry] = field(default_factory=list)    # cases outside the selection, or not reached
 
     @property
     def ok(self) -> bool:
@@ -84,7 +89,7 @@ class Result:
         return {"ok": self.ok, "problems": self.problems, "known_failures": sorted(self.known),
                 "new": [c for c, _ in self.new], "stale": [e.id for e in self.stale],
                 "unmatched": [e.id for e in self.unmatched], "expired": [e.id for e in self.expired],
-                "changed": [c for _, c, _ in self.changed]}
+                "changed": [c for _, c, _ in self.changed], "not_run": [e.id for e in self.not_run]}
 
 
 def _line_of(text: str, index: int) -> int:
@@ -149,7 +154,7 @@ def load(path: str | pathlib.Path, allow_empty: bool = False) -> list[Entry]:
         sig = e.get("signature")
         if sig is not None and not isinstance(sig, str):
             problems.append(f"{where}: signature must be text")
-        entries.append(Entry(eid, str(reason or ""), sig, expires, line, str(p)))
+        entries.append(Entry(eid, str(reason or ""), sig, expires, line, str(p), i))
     ids = [e.id for e in entries]
     for dup in sorted({i for i in ids if ids.count(i) > 1}):
         problems.append(f"{p}: entry {dup} appears more than once")
@@ -191,13 +196,20 @@ def _id_matches(pattern: str, case_id: str) -> bool:
                                          for w, g in zip(want, got))
 
 
-def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = None) -> Result:
-    """`cases`: report.json case entries (id, verdict, requirements, notes.signature)."""
+def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = None,
+             deselected: dict | None = None, incomplete: bool = False) -> Result:
+    """`cases`: report.json case entries (id, verdict, requirements, notes.signature);
+    `deselected`: the cases the run's selection left out ({case id: requirements}, report.json's
+    selection.deselected); `incomplete`: the run stopped early, so cases may not have been
+    reached.  An entry that covers cases the run did not run is judged on nothing it did not see."""
     today = today or _dt.date.today()
     r = Result()
     covered: dict[str, Entry] = {}
+    deselected = deselected or {}
     for e in entries:
         hit = [c for c in cases if matches(e.id, c["id"], c.get("requirements", []) + c.get("failed_requirements", []))]
+        # some of the entry's cases were not run: what ran cannot make it stale or unmatched
+        unseen = incomplete or any(matches(e.id, cid, list(reqs or ())) for cid, reqs in deselected.items())
         if len(hit) > MAX_EXPANSION:
             r.problems.append(f"{e.where}: {e.id} matches {len(hit)} cases, more than {MAX_EXPANSION}: "
                               "name the cases more precisely")
@@ -206,6 +218,9 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
             r.expired.append(e)
             r.problems.append(f"{e.where}: entry {e.id} expired on {e.expires}: fix the failure, or "
                               "renew the entry with a new date")
+        if not hit and unseen:
+            r.not_run.append(e)
+            continue
         if not hit:
             r.unmatched.append(e)
             r.problems.append(f"{e.where}: entry {e.id} matches no case of this run: remove the entry "
@@ -215,6 +230,9 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
         # that lists it
         failing = [c for c in hit if c["verdict"] in FAILING
                    and covers(e.id, c["id"], c.get("requirements", []), c.get("failed_requirements"))]
+        if not failing and unseen:
+            r.not_run.append(e)
+            continue
         if not failing:
             r.stale.append(e)
             r.problems.append(f"{e.where}: entry {e.id} is stale: {stale_reason(e.id)}: remove the entry "
@@ -244,41 +262,71 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
     return r
 
 
+HEADER = "Known failures (ptlrpc-conformance regression gate); see docs/known-failures.md"
+
+
+def _round_trip():
+    """ruamel.yaml's round-trip reader and writer: what it reads it writes back with the
+    user's comments, order and quoting, changing only what the update changes."""
+    from ruamel.yaml import YAML
+    y = YAML()
+    y.preserve_quotes = True
+    y.width = 100
+    y.indent(mapping=2, sequence=2, offset=0)
+    return y
+
+
 def update(path: str | pathlib.Path, entries: list[Entry], result: Result, loosen: bool = False) -> list[str]:
     """Rewrite the file (created when missing): drop stale and unmatched entries, record
     missing signatures, and (with `loosen`) add the new failures and the changed signatures.
-    Returns what changed, one line each."""
+    Entries the run did not run (`result.not_run`) are left as they are.  The rest of the file
+    — comments, order, the other entries' text — stays as written.  Returns what changed, one
+    line each."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
     p = pathlib.Path(path)
+    y = _round_trip()
+    doc = y.load(p.read_text(encoding="utf-8")) if p.exists() else None
     changes = [] if p.exists() else [f"created {p}"]
+    if doc is None:
+        doc = CommentedMap([("format", FORMAT), ("entries", CommentedSeq())])
+        doc.yaml_set_start_comment(HEADER)
+    if doc.get("entries") is None:
+        doc["entries"] = CommentedSeq()
+    seq = doc["entries"]
     drop = {id(e) for e in result.stale + result.unmatched}
     signatures = {}
     for e, sig in result.unsigned:
         signatures.setdefault(id(e), set()).add(sig)
-    kept = []
+    removed = []
     for e in entries:
         if id(e) in drop:
             why = stale_reason(e.id) if any(e is s for s in result.stale) else "it matches no case of this run"
             changes.append(f"removed `- id: {e.id}` ({why})")
+            removed.append(e.index)
             continue
         sigs = signatures.get(id(e))
         if sigs and len(sigs) == 1 and next(iter(sigs)):
             e.signature = next(iter(sigs))
+            seq[e.index]["signature"] = e.signature
             changes.append(f"recorded `signature: {e.signature}` for {e.id}")
-        kept.append(e)
     if loosen:
         for e, case, sig in result.changed:
             if e.signature != sig:
                 changes.append(f"changed the signature of {e.id} from {e.signature} to {sig}")
                 e.signature = sig
+                seq[e.index]["signature"] = sig
         for cid, sig in result.new:
-            kept.append(Entry(cid, "added by --update-known-failures=loosen: say why it is accepted", sig or None))
+            item = CommentedMap([("id", cid), ("reason", "added by --update-known-failures=loosen: say why it is accepted")])
+            if sig:
+                item["signature"] = sig
+            seq.append(item)
             changes.append(f"added `- id: {cid}`" + (f" (signature {sig})" if sig else ""))
     elif result.new:
         changes.append(f"did not add the {len(result.new)} new failure(s): tighten never adds "
                        "(`--update-known-failures loosen` does)")
-    doc = {"format": FORMAT, "entries": [e.as_dict() for e in kept]}
-    text = ("# Known failures (ptlrpc-conformance regression gate); see docs/known-failures.md\n"
-            + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=100))
+    for index in sorted(removed, reverse=True):
+        del seq[index]
     p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+    with open(p, "w", encoding="utf-8") as f:
+        y.dump(doc, f)
     return changes or ["nothing to change"]

@@ -152,7 +152,9 @@ class Collector:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
             report["exit_status"] = int(session.exitstatus)
             return {"ok": False, "problems": e.problems}
-        result = gate.evaluate(entries, report["cases"])
+        seen = {"deselected": (report.get("selection") or {}).get("deselected") or {},
+                "incomplete": bool(report.get("incomplete"))}
+        result = gate.evaluate(entries, report["cases"], **seen)
         update = None
         if mode and report.get("incomplete"):
             update = {"file": str(gate_file), "mode": mode, "written": False,
@@ -161,7 +163,7 @@ class Collector:
         elif mode:
             changes = gate.update(gate_file, entries, result, loosen=(mode == "loosen"))
             update = {"file": str(gate_file), "mode": mode, "written": True, "changes": changes}
-            result = gate.evaluate(gate.load(gate_file, allow_empty=True), report["cases"])
+            result = gate.evaluate(gate.load(gate_file, allow_empty=True), report["cases"], **seen)
         out = result.as_dict()
         if update:
             out["update"] = update
