@@ -27,6 +27,7 @@ import gc
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -111,7 +112,8 @@ class _Observer:
         collector = config.stash.get(COLLECTOR, None)
         if not self.failing_lines or collector is None:
             return
-        failing = [c for _, c in sorted(collector.cases.items()) if c.get("verdict") in ("fail", "error")]
+        failing = [c for _, c in sorted(collector.cases.items())
+                   if c.get("verdict") in ("fail", "error", "error (suite)")]
         if failing:
             terminalreporter.write_sep("-", f"{len(failing)} failing case(s); -v shows each failure in full")
             for c in failing:
@@ -125,18 +127,43 @@ class _Observer:
         self.level_status = (report.get("level") or {}).get("status") if report.get("cases") else None
 
 
+TROUBLE_LINE = re.compile(r"^harness/protocol error \((\w+)\): (.+)$")     # a crash, a hang, garbage
+FIELD_LINE = re.compile(r"^[A-Za-z_][\w.\[\]-]*: expected .+, got ")           # a decoded field that differs
+LINE_WIDTH = 220
+
+
 def _failing_line(case: dict) -> str:
-    """One line for a failing case: its verdict, id, requirements and what went wrong (the
-    expected and actual lines of its message, else the message's first line)."""
-    charged = tuple(f"{r} (" for r in case.get("failed_requirements") or ())
-    lines = [line.strip() for line in str(case.get("message") or "").splitlines()
-             if line.strip() and not line.startswith(charged or ("\0",))]     # not the requirement heading
-    said = [" ".join(line.split()) for line in lines if line.startswith(("expected:", "actual:"))][:2]
-    problem = next((line for line in lines if charges.PROBLEM_LINE.match(line)), None)   # "step N: RULE: text"
-    text = "; ".join(said) if said else " ".join((problem or (lines[0] if lines else "")).split())
-    head = f"{case.get('verdict', '').upper():<5} {case.get('id')} [{','.join(case.get('requirements') or ())}]"
-    line = f"{head} {text}".rstrip()
-    return line if len(line) <= 220 else line[:219] + "…"
+    """One line for a failing case: its verdict and id, then the cause — for trouble what the
+    IUT did (crash with the signal, timeout, garbage), for a failure the first field that
+    differed, else the expected and actual lines, else the problem the message starts with —
+    and last the requirements the failure was charged to."""
+    heading = tuple(f"{r} (" for r in (case.get("failed_requirements") or []) + (case.get("requirements") or []))
+    lines = [" ".join(line.split()) for line in str(case.get("message") or "").splitlines()
+             if line.strip() and not line.startswith(heading or ("\0",))]     # not the requirement headings
+    cause = None
+    for line in lines:
+        trouble = TROUBLE_LINE.match(line)
+        if trouble:
+            cause = f"{trouble.group(1)}: {trouble.group(2)}"
+            break
+    if cause is None:
+        cause = next((line for line in lines if FIELD_LINE.match(line)), None)
+    if cause is None:
+        said = [line for line in lines if line.startswith(("expected:", "actual:"))][:2]
+        cause = "; ".join(said) or next((line for line in lines if line.startswith("encoded bytes differ")), None)
+    if cause is None:
+        malformed = next((i for i, line in enumerate(lines) if "not a well-formed MESSAGE" in line), None)
+        if malformed is not None and malformed + 1 < len(lines):
+            cause = f"malformed result: {lines[malformed + 1]}"
+    if cause is None:
+        cause = next((line for line in lines if charges.PROBLEM_LINE.match(line)), lines[0] if lines else "")
+    charged = case.get("failed_requirements") or case.get("requirements") or ()
+    tail = f" [{','.join(charged)}]" if charged else ""
+    head = f"{case.get('verdict', '').upper():<5} {case.get('id')}: "
+    room = LINE_WIDTH - len(head) - len(tail)
+    if len(cause) > room:
+        cause = cause[:max(room - 1, 20)] + "…"
+    return f"{head}{cause}{tail}"
 
 
 def cmd_certify(argv: list[str]) -> int:

@@ -231,11 +231,11 @@ def test_default_output_is_a_line_per_file_and_per_failing_case_then_the_verdict
     assert {line.split()[0] for line in progress} == {"ptlrpc_conformance/suites/test_framing.py",
                                                       "ptlrpc_conformance/suites/test_structs.py"}
     assert "PASSED" not in run.stdout and "_____" not in run.stdout          # no per-case lines, no tracebacks
-    # one line per failing case: verdict, id, requirements, expected and actual
+    # one line per failing case: verdict, id, the cause (expected and actual), then the charged requirements
     fail_lines = [line for line in lines if line.startswith(("FAIL  ", "ERROR "))]
-    assert [line.split()[1] for line in fail_lines] == failing
-    first = next(line for line in fail_lines if line.split()[1] == "framing.magic.v2-native.decode")
-    assert "[HDR-MAGIC-1," in first and "expected: accepted; actual: rejected with EINVAL" in first
+    assert [line.split()[1].rstrip(":") for line in fail_lines] == failing
+    first = next(line for line in fail_lines if line.split()[1] == "framing.magic.v2-native.decode:")
+    assert first.index("expected: accepted; actual: rejected with EINVAL") < first.index("[HDR-MAGIC-1")
     # the verdict block comes after pytest's summary line, on lines of its own
     block = _block(run.stdout)
     summary_at = max(i for i, line in enumerate(lines) if line.startswith("=") and " failed" in line)
@@ -311,3 +311,19 @@ def test_cli_messages_name_the_cli_and_its_commands(run_cli):
     nothing = run_cli("-k", "no-case-is-named-so")
     assert nothing.rc == 2 and "no case was selected by -k no-case-is-named-so" in nothing.stderr
     assert "level:" not in nothing.stdout
+
+
+def test_a_failing_line_names_the_cause_before_the_requirements():
+    from ptlrpc_conformance.cli import _failing_line
+    crash = {"id": "framing.magic.zero.decode", "verdict": "error", "requirements": ["HDR-MAGIC-3", "DEC-ROBUST-1"],
+             "failed_requirements": ["HDR-MAGIC-3", "DEC-ROBUST-1"],
+             "message": "HDR-MAGIC-3 (MUST): A decoder rejects ...\nframing.magic.zero: A zero magic is refused\n"
+                        "harness/protocol error (crash): the testee was killed by signal 11 (SIGSEGV)\ninput ..."}
+    assert _failing_line(crash) == ("ERROR framing.magic.zero.decode: crash: the testee was killed by signal 11 "
+                                    "(SIGSEGV) [HDR-MAGIC-3,DEC-ROBUST-1]")
+    field = {"id": "framing.body.x.decode", "verdict": "fail", "requirements": ["BODY-FIELDS-1", "BODY-STATUS-1"],
+             "failed_requirements": ["BODY-STATUS-1"],
+             "message": "BODY-STATUS-1 (MUST): pb_status ...\nframing.body.x: a very long title " + "x" * 300 +
+                        "\nbody.pb_status: expected -107, got 65429\nbody.pb_opc: expected 400, got 0"}
+    line = _failing_line(field)
+    assert line == "FAIL  framing.body.x.decode: body.pb_status: expected -107, got 65429 [BODY-STATUS-1]"

@@ -236,7 +236,11 @@ class _Process:
         except subprocess.TimeoutExpired:
             return "closed its stdout but is still running"
         if code < 0:
-            return f"was killed by signal {-code}"
+            try:
+                name = f" ({signal.Signals(-code).name})"
+            except ValueError:
+                name = ""
+            return f"was killed by signal {-code}{name}"
         return f"exited with status {code}"
 
     def kill(self):
