@@ -290,3 +290,13 @@ def test_the_exec_adapter_knows_a_testee_that_did_not_answer_its_hello_after_a_r
         assert after.kind == "crash" and "could not be restarted" in after.detail
         why = adapter.stopped_answering(5)
         assert why and why.startswith("the IUT stopped answering: it did not answer its hello after a restart")
+
+
+def test_every_crash_carries_what_the_testee_wrote_to_stderr():
+    """The last stderr line of a testee that exits at once is in every crash outcome (the
+    reader is given the testee's end before the outcome is written)."""
+    vector = VECTORS["framing.magic.zero"]
+    with ExecAdapter(HOSTILE + ["crashsay"], timeout=5.0) as adapter:
+        for _ in range(20):
+            out = adapter.call({"op": "decode", "data": vector.data.hex(), "direction": vector.direction})
+            assert out.kind == "crash" and "stderr: about to crash on request" in out.detail, out.detail

@@ -2,6 +2,7 @@
 
 usage: hostile.py MODE [N]
   crash     exit(7) when asked to decode a message whose lm_magic is 0
+  crashsay  the same, after a line on stderr saying so
   hang      stop answering (sleep) on that message
   hangall   answer the hello and the unknown-op probe, then stop answering every request
   gone DIR  hang on that message; every start after the first (a file in DIR says which) exits
@@ -66,6 +67,10 @@ def main():
         if MODE == "stderr":
             sys.stderr.write("x" * (1 << 20) + "\n")
             sys.stderr.flush()
+        if triggered and MODE == "crashsay":
+            sys.stderr.write(f"about to crash on request {req.get('id')}\n")
+            sys.stderr.flush()
+            os._exit(7)
         if triggered and MODE in ("crash", "othercaps"):
             sys.exit(7)
         if triggered and MODE in ("deep", "nested"):

@@ -102,7 +102,8 @@ class _Process:
         self.eof = False
         self.stderr_tail = bytearray()
         self._stderr_lock = threading.Lock()
-        threading.Thread(target=self._read_stderr, daemon=True).start()
+        self._stderr_reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._stderr_reader.start()
 
     # stderr ----------------------------------------------------------------------------
     def _read_stderr(self):
@@ -123,7 +124,11 @@ class _Process:
         except OSError:
             pass
 
-    def stderr_text(self) -> str:
+    def stderr_text(self, settle: float = 0.0) -> str:
+        """The last of what the testee wrote to stderr; `settle` seconds at most are given to
+        the reader to take in what a testee that has exited wrote last (its EOF)."""
+        if settle:
+            self._stderr_reader.join(settle)
         with self._stderr_lock:
             text = self.stderr_tail.decode("utf-8", "replace").strip()
         return text[-2000:]
@@ -398,8 +403,9 @@ class ExecAdapter(Adapter):
                 return Outcome.timeout(f"no response within {self.timeout:g} s")
             if kind == "toolong":
                 return Outcome.protocol(f"response line longer than {self.max_line} bytes")
-            stderr = proc.stderr_text()
-            return Outcome.crash(f"the testee {proc.exit_description()} without answering"
+            how = proc.exit_description()          # waits for the exit: its stderr is then complete
+            stderr = proc.stderr_text(settle=1.0)
+            return Outcome.crash(f"the testee {how} without answering"
                                  + (f"; stderr: {stderr[-500:]}" if stderr else ""))
 
     def _exchange(self, requests: list[dict]) -> list[Outcome]:
