@@ -182,11 +182,18 @@ def test_failing_report_in_chromium(run_cli, tmp_path):
     assert rows["Total"]["Pass"] == report["summary"]["pass"]
     assert rows["Total"]["Total"] == report["summary"]["total"]
 
+    # failures grouped by what went wrong: one full example a group, the group's other cases named
     entries = tree.find_all(cls="failure")
-    shown = [n.attrs.get("data-case") for n in entries]
-    assert sorted(shown) == sorted(failing), "each failing case exactly once as a failure entry"
+    others = [n for ul in tree.find_all("ul", cls="others") for n in ul.find_all("li")]
+    shown = [n.attrs.get("data-case") for n in entries + others]
+    assert sorted(shown) == sorted(failing), "each failing case exactly once: a group's example, or named in it"
+    assert len(entries) == len(tree.find_all(cls="group")) < len(failing)
+    for n in others:
+        assert n.attrs["id"] == "case-" + n.attrs["data-case"] and n.attrs["data-case"] in n.text()
     by_case = {n.attrs["data-case"]: n for n in entries}
     for cid, case in failing.items():
+        if cid not in by_case:
+            continue
         entry = by_case[cid]
         text = entry.text()
         assert cid in text
@@ -199,10 +206,15 @@ def test_failing_report_in_chromium(run_cli, tmp_path):
             dumps = entry.find_all("table", cls="hexdump")
             assert dumps, f"{cid}: no hex dump table"
             assert "lm_bufcount" in dumps[0].text() or "struct" in (notes["reproducer"].get("op") or "")
+        if str(notes.get("signature", "")).startswith("field:") and notes.get("highlight"):
+            assert entry.find_all("mark"), f"{cid}: the bytes of the field that differs are not highlighted"
         if notes.get("actual_hex") and notes.get("highlight"):
             dumps = entry.find_all("table", cls="hexdump")
             assert len(dumps) == 2, f"{cid}: expected and actual dumps"
             assert dumps[0].find_all("mark"), f"{cid}: differing bytes not highlighted"
+
+    # the failures come before the summary and the requirements table
+    assert dom.index('id="failures"') < dom.index('id="areas"') < dom.index('id="requirements"')
 
     # the collapsed list of all cases
     details = [d for d in tree.find_all("details") if d.attrs.get("id") == "all-cases"]
@@ -445,3 +457,25 @@ def test_incomplete_reason_is_shown():
     report["incomplete_reason"] = "stopped after 3 failing cases (--max-fail 3)"
     page = report_html.render(report)
     assert 'id="incomplete"' in page and "stopped after 3 failing cases (--max-fail 3)" in page
+
+
+def test_the_gate_is_shown_right_after_the_level(run_cli, tmp_path):
+    kf = tmp_path / "kf.yaml"
+    kf.write_text("format: ptlrpc-conformance-known-failures/1\nentries:\n"
+                  "- id: framing.magic.v1.decode\n  reason: fixed since\n")
+    run = run_cli("certify", "--iut", "reference", "-k", "framing.magic", "--known-failures", str(kf))
+    page = (run.out / "report.html").read_text()
+    gate_box = parse(page).by_id("gate")
+    assert "FAILED" in gate_box.text() and "1 stale entries" in " ".join(gate_box.text().split())
+    assert "entry framing.magic.v1.decode is stale" in gate_box.text()
+    assert page.index('id="level"') < page.index('id="gate"') < page.index('id="failures"')
+
+
+def test_a_decoded_field_that_differs_is_highlighted(run_cli):
+    run = run_cli("certify", "--iut", "python:ptlrpc_conformance.mutants:no_swab_lm_opc", "-k",
+                  "framing.header.ignored-fields.swabbed")
+    case = next(c for c in run.report["cases"] if (c.get("notes") or {}).get("signature") == "field:header.lm_opc")
+    assert case["notes"]["highlight"] == [24, 25, 26, 27]          # lm_opc's bytes in the input
+    page = parse((run.out / "report.html").read_text())
+    marked = [m.text() for entry in page.find_all(cls="failure") for m in entry.find_all("mark")]
+    assert marked, "no byte highlighted for a field that decoded wrongly"

@@ -152,6 +152,8 @@ def reason(case: dict) -> tuple[str, str]:
     sig = notes.get("signature") or ""
     msg = case.get("message") or ""
     reqs = case.get("requirements") or []
+    if case["verdict"] == SUITE_ERROR:
+        return "suite-error", "a bug in ptlrpc-conformance itself (not the IUT's failure): please report it"
     if case["verdict"] == "error":
         kind = notes.get("outcome") or (sig.split(":", 1)[1] if sig.startswith("error:") else "trouble")
         return f"error:{kind}", f"harness/protocol trouble ({kind}): the IUT crashed, hung or garbled"
@@ -181,7 +183,7 @@ def reason(case: dict) -> tuple[str, str]:
     return key, (sig or first_line[:200] or "failed without a message")
 
 
-def _rank(case: dict):
+def rank(case: dict):
     """Representatives: a hand-written vector (its reproducer is the case's own vector) before a
     derived variant or a property example, then the fewest id segments, the shortest message."""
     rep = (case.get("notes") or {}).get("reproducer") or {}
@@ -396,7 +398,7 @@ def render(report: dict, command: str | None = None, notes: str | None = None) -
             w(f"| {n} | {len(members)} | {_cell(what[key])} |")
         w("")
         for n, (key, members) in enumerate(ordered, 1):
-            members.sort(key=_rank)
+            members.sort(key=rank)
             rep = members[0]
             w(f"### {n}. {what[key]}\n")
             ids = [f"`{c['id']}`" for c in members]

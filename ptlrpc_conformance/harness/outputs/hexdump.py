@@ -22,6 +22,20 @@ def _round8(n: int) -> int:
     return (n + 7) & ~7
 
 
+def field_bytes(data: bytes, path: str) -> set[int]:
+    """The offsets of the bytes of the field a decoded member names ("body.pb_status",
+    "header.lm_opc", "buflens"): what a page highlights for a field that decoded wrongly.
+    Empty when the walker does not find it (a structure's field, a malformed message)."""
+    name = str(path).rsplit(".", 1)[-1].split("[", 1)[0]
+    name = {"buflens": "lm_buflens", "byte_order": "lm_magic"}.get(name, name)
+    out: set[int] = set()
+    for span in annotate(data):
+        label = span.label[4:] if span.label.startswith("[0] ") else span.label    # the body's fields
+        if label.split(" ", 1)[0].split("[", 1)[0] == name:
+            out.update(range(span.offset, span.offset + span.length))
+    return out
+
+
 def annotate(data: bytes) -> list[Span]:
     spans: list[Span] = []
     n = len(data)

@@ -579,6 +579,42 @@ def _summary(cases: list[dict]) -> dict:
             "totals": [_count(totals[v], v) for v in cols], "total": sum(totals.values())}
 
 
+def _gate(report: dict) -> dict | None:
+    """The regression gate's verdict as the page's second box shows it (None without a gate)."""
+    g = report.get("gate")
+    if not isinstance(g, dict):
+        return None
+    counts = [(label, len(g.get(key) or ())) for key, label in (
+        ("known_failures", "known failures"), ("new", "new failures"), ("stale", "stale entries"),
+        ("unmatched", "entries matching no case"), ("changed", "changed signatures"), ("expired", "expired entries"),
+        ("not_run", "entries not run (kept)"))]
+    update = g.get("update") if isinstance(g.get("update"), dict) else None
+    return {"ok": bool(g.get("ok")), "counts": [(label, n) for label, n in counts if n],
+            "problems": [_plain(p, 2000) for p in g.get("problems") or ()],
+            "rewritten": [_plain(c, 500) for c in (update or {}).get("changes") or ()],
+            "file": _text((update or {}).get("file") or "")}
+
+
+def _groups(bad: list[dict], known_ids: set) -> list[dict]:
+    """The failures grouped by what went wrong (the certification document's grouping:
+    signature and cause), largest group first; one full example each, the rest named."""
+    from ptlrpc_conformance.harness.outputs.certdoc import rank, reason
+    groups: dict[str, dict] = {}
+    for c in bad:
+        key, words = reason(c)
+        groups.setdefault(key, {"words": _text(words), "members": []})["members"].append(c)
+    out = []
+    dumped = 0
+    for g in sorted(groups.values(), key=lambda g: (-len(g["members"]), g["words"])):
+        members = sorted(g["members"], key=rank)
+        example = _failure(members[0], known_ids, dumped < MAX_DUMPED_FAILURES)
+        dumped += 1
+        others = [{"id": _text(c.get("id")), "anchor": _anchor("case-", c.get("id")), "verdict": c.get("verdict"),
+                   "message": _plain(c.get("message") or "", 4000)} for c in members[1:]]
+        out.append({"words": g["words"], "count": len(members), "example": example, "others": others})
+    return out
+
+
 def _requirements(report: dict, cases_by_id: dict, known: dict) -> list[dict]:
     reqs = report.get("requirements") or {}
     if not isinstance(reqs, dict):
@@ -633,6 +669,7 @@ def context(report: dict) -> dict:
         reason = report.get("incomplete_reason")      # --max-fail / --time-budget / interrupted
         incomplete = f": {_plain(reason)}" if reason else "" if inc is True else f": {_plain(inc)}"
     bad = [c for c in cases if c.get("verdict") in FAILING]
+    reqs_rows = _requirements(report, cases_by_id, known)
     return {
         "title": f"PtlRPC conformance: {name}" + (f" {version}" if version else "") + f" — {lv.text}",
         "name": name, "version": version,
@@ -643,8 +680,11 @@ def context(report: dict) -> dict:
         "start_failure": _plain(iut["start_failure"]) if iut.get("start_failure") else None,
         "meta": _meta(report, iut, hello, suite, name),
         "summary": _summary(cases),
-        "requirements": _requirements(report, cases_by_id, known),
-        "failures": [_failure(c, known_ids, i < MAX_DUMPED_FAILURES) for i, c in enumerate(bad)],
+        "requirements": [r for r in reqs_rows if r["verdict"] != "not-applicable"],
+        "requirements_na": [r for r in reqs_rows if r["verdict"] == "not-applicable"],
+        "gate": _gate(report),
+        "groups": _groups(bad, known_ids),
+        "failures": bad,
         "failed": sum(1 for c in bad if c.get("verdict") == "fail"),
         "max_dumped": MAX_DUMPED_FAILURES,
         "cases": _case_rows(cases, known_ids),

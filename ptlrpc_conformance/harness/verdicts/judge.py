@@ -297,7 +297,9 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
     j = _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, charges)
     if j.status == FAIL:
         first = j.notes.pop("first_diff", None)
-        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome))
+        # the bytes of the field that decoded wrongly are the ones a page highlights
+        hl = hexdump.field_bytes(vector.data, first) if first and vector.op == "decode" else None
+        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome), highlight=hl)
     return j
 
 
@@ -457,7 +459,9 @@ def judge_struct(vector: Vector, outcome: Outcome, required: bool) -> Judgement:
     j = _judge_struct(vector, outcome, required, head, dump)
     if j.status == FAIL:
         first = j.notes.pop("first_diff", None)
-        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome))
+        # the bytes of the field that decoded wrongly are the ones a page highlights
+        hl = hexdump.field_bytes(vector.data, first) if first and vector.op == "decode" else None
+        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome), highlight=hl)
     return j
 
 
