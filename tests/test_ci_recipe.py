@@ -103,8 +103,11 @@ def test_the_script_is_the_workflow_without_github():
 def test_the_workflow_installs_this_suite_and_uploads_always():
     wf = _workflow()
     assert set(wf.get("on", wf.get(True))) == {"push", "pull_request"}      # YAML 1.1 reads `on` as True
-    assert wf["env"]["SUITE"] == f"ptlrpc-conformance=={ptlrpc_conformance.__version__}"
+    # the suite comes from a checkout kept as a submodule, which the checkout step fetches
+    assert wf["env"]["SUITE"] == "./ptlrpc-conformance"
     steps = wf["jobs"]["certify"]["steps"]
+    checkout = next(s for s in steps if s.get("uses", "").startswith("actions/checkout@"))
+    assert checkout["with"]["submodules"] is True
     python = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))
     assert tuple(map(int, python["with"]["python-version"].split("."))) >= (3, 11)   # requires-python
     assert _step("Install the conformance suite")["run"] == 'python3 -m pip install "$SUITE"'
@@ -154,3 +157,29 @@ def test_gitignore_covers_the_default_output_folders():
     assert f"{default_out}/" in ignored       # certify's and run's --out (reproducers/ inside it)
     assert "/reproducers/" in ignored         # a plugin run's --conformance-report FILE at the top
     assert "/report/" in ignored              # the README's quick start (--out report)
+
+
+def test_the_script_installs_the_suite_as_written(tmp_path):
+    """certify.sh run as a vendor runs it: from a repository whose ./ptlrpc-conformance is a
+    checkout of the suite, in a fresh virtual environment, its install step unchanged; the
+    console script it then calls is the one that install put there, not this checkout's."""
+    import venv
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=True).create(env_dir)
+    work = tmp_path / "repo"
+    (work / "conformance").mkdir(parents=True)
+    (work / "conformance" / "known-failures.yaml").write_text(
+        "format: ptlrpc-conformance-known-failures/1\nentries: []\n")
+    (work / "ptlrpc-conformance").symlink_to(ROOT, target_is_directory=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join([str(env_dir / "bin"), env.get("PATH", "")])
+    env["TESTEE"] = f"{env_dir / 'bin' / 'python3'} -m ptlrpc_conformance.reference"
+    proc = subprocess.run(["bash", str(SCRIPT)], cwd=work, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads((work / "ptlrpc-conformance-report" / "report.json").read_text())
+    assert report["level"]["status"] == "fully conformant" and report["gate"]["ok"]
+    assert (work / "ptlrpc-conformance-report.tar.gz").is_file()
+    where = subprocess.run([str(env_dir / "bin" / "python3"), "-c",
+                            "import ptlrpc_conformance; print(ptlrpc_conformance.__file__)"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert str(env_dir) in where.stdout, where.stdout + where.stderr      # installed, not this checkout
