@@ -9,6 +9,7 @@
   ptlrpc-conformance requirements
   ptlrpc-conformance export --format json [--out FILE]
   ptlrpc-conformance check-trace FILE [--json]      (JSON Lines or pcap)
+  ptlrpc-conformance record-trace [--iut SPEC] [--scenario ID] [--out FILE]
   ptlrpc-conformance bench [--seconds S] [--quick] [--iut SPEC ...] [--json FILE]
   ptlrpc-conformance certification-doc DIR/report.json [--notes FILE] [--out FILE]
   ptlrpc-conformance mutants [--jobs N] [--mutant ID ...] [--json FILE] [--markdown FILE]
@@ -18,7 +19,7 @@ Exit status: 0 every applicable MUST case passed (SHOULD failures are warnings u
 garbled mid-run, or the run was stopped early (--max-fail, --time-budget, Ctrl-C; the report
 is marked incomplete); 2 usage or input error; 3 the IUT could not start, or its hello was
 missing, invalid or not protocol 1; 5 (certify) no MUST case of the selection applied to the
-IUT: level "not certified".
+IUT: level "not certified"; 6 a case hit a bug in ptlrpc-conformance itself.
 """
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_chec
 # 250 ms in all), median of 15 runs on the project's 2-core machine.
 
 SUBCOMMANDS = ("certify", "run", "list", "verify-report", "decode", "lint-vectors", "requirements", "export",
-               "check-trace", "bench", "certification-doc", "mutants")
+               "check-trace", "record-trace", "bench", "certification-doc", "mutants")
 
 
 def _certify_parser() -> argparse.ArgumentParser:
@@ -657,6 +658,57 @@ def cmd_check_trace(argv: list[str]) -> int:
     return EXIT_FAIL if violations else EXIT_OK
 
 
+RECORDED = ("recovery.replay.transno-order", "target.transno.two-clients")   # with restart, and without
+
+
+def cmd_record_trace(argv: list[str]) -> int:
+    """Replay one bundled scenario against a target IUT and write the traffic as a trace
+    check-trace reads (harness/ost/record.py)."""
+    from ptlrpc_conformance.harness.ost import record, scenario as scenarios
+    p = Parser(prog="ptlrpc-conformance record-trace",
+                description="Replay a scenario vector against a target IUT and write what went between the "
+                            "clients and the target as a JSON Lines trace (docs/check-trace.md).")
+    p.add_argument("--scenario", metavar="ID", help=f"the scenario to replay (default: {RECORDED[0]} for an IUT "
+                                                    f"with capability restart, else {RECORDED[1]})")
+    p.add_argument("--out", default="trace.jsonl", metavar="FILE", help="the trace file to write (default "
+                                                                        "trace.jsonl; - for standard output)")
+    options.add_arguments(p, options.command_options("decode"))
+    args = p.parse_args(argv)
+    problems = options.writable_file(args.out, "--out") if args.out != "-" else []
+    known = {s.id: s for s in scenarios.load_all()}
+    if args.scenario and args.scenario not in known:
+        problems.append(f"--scenario {args.scenario}: unknown scenario{options.closest(args.scenario, known)}")
+    for line in problems:
+        print(f"ptlrpc-conformance record-trace: {line}", file=sys.stderr)
+    if problems:
+        return EXIT_USAGE
+    status, adapter = _iut_preflight(args.iut, args.iut_timeout)
+    if status is not None:
+        return status
+    with adapter:
+        caps = adapter.hello.capabilities
+        chosen = known[args.scenario or (RECORDED[0] if "restart" in caps else RECORDED[1])]
+        missing = sorted(set(chosen.needs) - set(caps))
+        if missing:
+            print(f"ptlrpc-conformance record-trace: {adapter.hello.name} does not declare {', '.join(missing)}, "
+                  f"which scenario {chosen.id} needs", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            text, failed = record.record(chosen, adapter)
+        except (record.RecordError, scenarios.TargetError) as e:
+            print(f"ptlrpc-conformance record-trace: {chosen.id}: {e}", file=sys.stderr)
+            return EXIT_FAIL
+    if args.out == "-":
+        sys.stdout.write(text)
+    else:
+        pathlib.Path(args.out).write_text(text, encoding="utf-8")
+    lines = text.count("\n")
+    print(f"record-trace: {chosen.id} against {adapter.hello.name}: {lines} lines"
+          + ("" if args.out == "-" else f" written to {args.out}")
+          + (f"; the scenario found {len(failed)} problem(s): {failed[0]}" if failed else ""), file=sys.stderr)
+    return EXIT_FAIL if failed else EXIT_OK
+
+
 def cmd_bench(argv: list[str]) -> int:
     """Throughput of the harness and of IUTs on this machine (harness/tools/bench.py)."""
     from ptlrpc_conformance.harness.tools import bench      # with the vectors (jsonschema): +200 ms
@@ -696,6 +748,7 @@ def main(argv: list[str] | None = None) -> int:
     handler = {"certify": cmd_certify, "run": cmd_run, "list": cmd_list, "verify-report": cmd_verify_report,
                "decode": cmd_decode, "lint-vectors": cmd_lint_vectors,
                "requirements": cmd_requirements, "export": cmd_export, "check-trace": cmd_check_trace,
+               "record-trace": cmd_record_trace,
                "bench": cmd_bench, "certification-doc": cmd_certification_doc, "mutants": cmd_mutants}[command]
     try:
         return handler(argv)

@@ -82,6 +82,11 @@ def read_jsonl(path: str | pathlib.Path) -> list[dict]:
         if not isinstance(xid, int) or isinstance(xid, bool) or xid < 0:
             raise TraceError(f"{where}: 'xid' must be a non-negative integer")
         out = {"client": client, "xid": xid, "line": n}
+        if "replied_at" in rec:         # a deferred reply (record-trace): the line during which it was sent
+            at = rec["replied_at"]
+            if not isinstance(at, int) or isinstance(at, bool) or at < n:
+                raise TraceError(f"{where}: 'replied_at' must be the number of this line or a later one")
+            out["replied_at"] = at
         for key in ("portal", "server"):
             if key in rec:
                 ok = isinstance(rec[key], int) and not isinstance(rec[key], bool) and rec[key] >= 0 \
@@ -213,7 +218,8 @@ def check_trace(records: list[dict]) -> Result:
     if not any("portal" in r for r in records if "event" not in r):
         checker = TargetChecker()
         result = Result(exchanges=sum(1 for r in records if "event" not in r))
-        for r in records:
+        # a deferred reply is judged where it was sent: just before the record it was sent during
+        for r in sorted(records, key=lambda r: r["replied_at"] - 0.5 if "replied_at" in r else r["line"]):
             if r.get("event") == "restart":
                 checker.restart()
             elif r.get("event") == "recovery_end":
