@@ -199,7 +199,7 @@ def pytest_sessionstart(session):
         with adapter:
             config.stash[HELLO] = adapter.hello.as_dict()
             config.stash[SMOKE] = smoke_check(adapter)
-            for line in adapter.hello.capability_warnings():
+            for line in options.capability_warnings(adapter.hello):
                 config.issue_config_time_warning(pytest.PytestConfigWarning(line), stacklevel=2)
     except UsageError as e:
         raise pytest.UsageError(str(e)) from None

@@ -292,6 +292,14 @@ def closest(word: str, known: Iterable[str], n: int = 3) -> str:
     return f" (closest: {', '.join(near)})" if near else ""
 
 
+def capability_warnings(hello) -> list[str]:
+    """A warning line per capability name the IUT's hello declares and the suite does not know
+    (it is ignored), with the closest known one."""
+    from ptlrpc_conformance.harness.transport.protocol import KNOWN_CAPABILITIES
+    return [f"warning: the IUT's hello declares capability {c!r}, which this suite does not know: it is "
+            f"ignored{closest(c, KNOWN_CAPABILITIES)}" for c in hello.unknown_capabilities()]
+
+
 def unknown(option: str, given: Iterable[str], known: Iterable[str], what: str) -> list[str]:
     """One problem per value of `option` that is not among `known`."""
     known = set(known)

@@ -106,12 +106,6 @@ class Hello:
         cases that need them are not applicable), in the hello's order."""
         return [c for c in self.raw.get("capabilities") or () if isinstance(c, str) and c not in KNOWN_CAPABILITIES]
 
-    def capability_warnings(self) -> list[str]:
-        """A warning line per unknown capability name, with the closest known one."""
-        from ptlrpc_conformance.harness.options import closest
-        return [f"warning: the IUT's hello declares capability {c!r}, which this suite does not know: it is "
-                f"ignored{closest(c, KNOWN_CAPABILITIES)}" for c in self.unknown_capabilities()]
-
     def decodes(self, direction: Any) -> bool:
         """Whether a decode in `direction` applies to this IUT (an unknown direction does: it is
         the testee's to refuse)."""
