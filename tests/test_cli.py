@@ -82,8 +82,7 @@ def test_the_console_script_imports_a_python_iut_from_the_current_directory(tmp_
     """`ptlrpc-conformance` finds ./testee.py as `python3 -m ptlrpc_conformance` does."""
     import shutil
     script = shutil.which("ptlrpc-conformance")
-    if script is None:
-        pytest.skip("not run: the console script is not on PATH (the package is not installed)")
+    assert script, "the console script is not on PATH: install the package as the README says"
     (tmp_path / "testee_here.py").write_text("from ptlrpc_conformance.reference import make_testee\n"
                                              "def make():\n    return make_testee(capabilities=('decode',))\n")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
