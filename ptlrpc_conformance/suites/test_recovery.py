@@ -300,10 +300,10 @@ class RecoveryMachine(BudgetedMachine):
                 progress = True
             if progress:
                 continue
-            # a replay whose transno another client's held replay claims may be dropped: the
-            # rules require no reply to it
+            # every client left waits; a replay whose transno another client's held replay
+            # claims may be dropped: the rules require no reply to it
             owed = sorted(k for k, step in s.waiting.items() if step not in s.judge.may_drop)
-            if all(stage[n] == 2 for n in present) and not owed:
+            if not owed:
                 return                  # every client is done or evicted: recovery is over
             if expiries == 2:
                 s.fail(["RCV-ORDER-1: recovery is stuck: the clients wait for replies that never come "
