@@ -239,6 +239,10 @@ CONFORMING_TARGETS = {
                                       "a replay of a committed transaction is answered from its saved reply, not run "
                                       "again", "RCV-REPLAY-1 / §7: 'or is answered from its saved reply by a target "
                                       "that reconstructs'"),
+    "target_end_recovery_hard": (_target("end_recovery is the hard limit", end_recovery_hard=True),
+                                 "end_recovery evicts every client that has not finished (its held requests "
+                                 "answered ERR -ENOTCONN) and ends recovery",
+                                 "§7 / docs/testee-protocol.md §2.4: 'or the hard limit'"),
 }
 
 for _name, (_factory, _what, _ids) in {**TARGET_FAMILIES, **CONFORMING_TARGETS}.items():

@@ -140,7 +140,7 @@ def test_reference_target_and_recovery_through_exec(run_cli):
 
 @pytest.mark.parametrize("family,case", [
     ("target_setattr_ignores_valid", "target.stateful.exchange"),
-    ("target_replay_new_transno", "recovery.stateful.restart"),
+    ("target_no_epoch_jump", "recovery.stateful.restart"),
 ])
 def test_stateful_failure_shrinks_to_a_replayable_scenario(run_cli, family, case):
     """`case` is the id the stateful suite had before it was split into parts: it selects

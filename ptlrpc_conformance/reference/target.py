@@ -385,13 +385,24 @@ class Target:
         return commit_point
 
     def end_recovery(self) -> list[dict]:
-        """The recovery window expires: stale clients are evicted — those that have not
+        """The recovery window expires once: stale clients are evicted — those that have not
         reconnected, and those with nothing queued that have not said MSG_REQ_REPLAY_DONE
-        (Lustre's class_disconnect_stale_exports) — and recovery goes on with the others;
-        the replies sent meanwhile are returned."""
+        (Lustre's class_disconnect_stale_exports) — and recovery goes on with the others, the
+        window extended (target_recovery_overseer, extend_recovery_timer); the replies sent
+        meanwhile are returned.  With `end_recovery_hard` it is the hard limit instead: every
+        client that has not finished is evicted, its held requests answered ERR -ENOTCONN
+        (abort_req_replay_queue, abort_lock_replay_queue), and recovery ends."""
         self._out = []
         self._current = None
-        if self.recovering:
+        if self.recovering and self.config.end_recovery_hard:
+            for exp in list(self.exports.values()):
+                if exp.lock_done:
+                    continue
+                for held in [h for h in self.replay_queue + self.lock_queue if h.uuid == exp.uuid]:
+                    self._emit(held, self._reject(held.req, "ENOTCONN", exp))
+                self._evict(exp, advance=False)
+            self._advance(force=True)
+        elif self.recovering:
             for exp in list(self.exports.values()):
                 queued = any(h.uuid == exp.uuid for h in self.replay_queue)
                 if not exp.cookie or (not exp.req_done and not queued):

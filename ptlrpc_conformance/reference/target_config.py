@@ -98,6 +98,7 @@ class TargetConfig:
     drop_claimed: bool = True             # False: a replay whose transno a still-queued replay holds is queued too
     claimed_always_dropped: bool = False  # a replay of a transno another client already replayed is dropped (not run)
     replay_skips_committed: bool = False  # a replay of a committed transaction is answered from its saved reply, not run
+    end_recovery_hard: bool = False       # end_recovery is the hard limit: every unfinished client evicted, recovery ends
     # ---- bugs: handlers ----------------------------------------------------------------
     setattr_ignores_valid: bool = False   # SETATTR applies every attribute field, whatever o_valid says
     punch_requires_size_blocks: bool = True  # False: PUNCH without FLSIZE|FLBLOCKS is accepted

@@ -321,6 +321,11 @@ class TargetChecker:
             return bool(body and body["oa.o_valid"] & C("OBD_MD_FLFLAGS")
                         and body["oa.o_flags"] & C("OBD_FL_DELORPHAN"))
         return False
+    def evicted(self, client: str) -> None:
+        """The driver saw `client` evicted (ERR -ENOTCONN after the recovery window expired):
+        its cookie names no export from now on."""
+        self._evict(client, "TGT-CONN-2")
+
     def _evict(self, client: str, rule: str) -> None:
         """`client`'s export is gone; `rule` says so (see `dead`)."""
         exp = self.exports.pop(client, None)

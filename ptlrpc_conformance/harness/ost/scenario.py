@@ -557,12 +557,14 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False) -> tuple[list[st
             records.append(Record(n, "", 0, b"", None, "restart"))
             continue
         if st.op in ("end_recovery", "expire_recovery"):
-            # expire_recovery: the same testee operation while clients still wait (the recovery
-            # window expires: stale clients are evicted, recovery goes on)
+            # one expiry of the recovery window (expire_recovery is another name for it): the
+            # target may go on with the clients it keeps, or evict every client that has not
+            # finished; recovery is over when no client can still be replaying
             result = call(adapter, {"op": "end_recovery"})
             records.append(Record(n, "", 0, b"", None, st.op))
+            over = steps.expire()
             absorb(deferred_replies(result.get("replies")))
-            if st.op == "end_recovery":
+            if over:
                 steps.recovery_ended()
             continue
         if st.if_committed is not None and not known_committed(st.if_committed):
@@ -596,7 +598,7 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False) -> tuple[list[st
         rec = Record(n, st.client, st.xid, data, reply, st.note)
         records.append(rec)
         if reply is None and st.later:
-            steps.defer(n, st.client, st.xid)
+            steps.defer(n, st.client, st.xid, data)
             steps.outcomes[n] = "waiting"       # until its reply comes
         else:
             judge(n, st, reply, rec)

@@ -122,7 +122,7 @@ class Session:
         self.judge.current_batch = n
         rep = None
         if reply_bytes is None and later:
-            self.judge.defer(n, client.name, xid)
+            self.judge.defer(n, client.name, xid, data)
         else:
             rep = self._judge(n, reply_bytes)
         self.absorb(deferred)
@@ -168,21 +168,30 @@ class Session:
         self.judge.restart(point)
         return point
 
-    def expire_recovery(self) -> None:
-        """end_recovery while clients still wait: stale clients are evicted, recovery goes on."""
+    def expire_recovery(self) -> bool:
+        """The testee's end_recovery while clients may still be replaying: one expiry of the
+        recovery window (docs/testee-protocol.md §2.4).  The target may go on with the
+        clients it keeps or evict every client that has not finished; the replies it sends
+        are judged.  True if recovery is known over."""
         result = call(self.adapter, {"op": "end_recovery"})
         self.steps.append(Step(op="end_recovery"))
         self.records.append(Record(len(self.steps), "", 0, b"", None, "end_recovery (the window expires)"))
         self.judge.current_batch = len(self.steps)
+        over = self.judge.expire()
         self.absorb(deferred_replies(result.get("replies") or []))
+        if over:
+            self.judge.recovery_ended()
         self._raise_if_problems()
+        return over
 
     def end_recovery(self) -> None:
-        """end_recovery when every client left is done: nothing may be left waiting."""
+        """end_recovery when every client is done (finished, or seen evicted): recovery is
+        over, and nothing that had to be answered may be left waiting."""
         result = call(self.adapter, {"op": "end_recovery"})
         self.steps.append(Step(op="end_recovery"))
         self.records.append(Record(len(self.steps), "", 0, b"", None, "end_recovery"))
         self.judge.current_batch = len(self.steps)
+        self.judge.expire()
         self.absorb(deferred_replies(result.get("replies") or []))
         self.judge.recovery_ended()
         for n, client, xid in self.judge.never_answered():

@@ -10,11 +10,23 @@ reply (for resends and for replayed transnos), the outcome each step matched (`i
 LAST_ID after each successful create (object ids written "@N+K"), the highest last-committed
 value each client was sent, the export cookie and the connect flags each client's last
 successful connect gave, and the steps whose reply is deferred (recovery) until it arrives.
+
+Recovery (docs/target-rules.md §7): `end_recovery` is one expiry of the recovery window
+(`expire`).  The target may then extend the window, evict the stale clients and go on
+(Lustre's target_recovery_overseer, extend_recovery_timer), or hit its hard limit and evict
+every client that has not finished (sent MSG_LOCK_REPLAY_DONE); so from then on a client
+that had not finished may be found evicted: a request of it answered ERR -ENOTCONN (a held
+one too: abort_req_replay_queue) is the outcome "evicted", whatever the step expected.
+Recovery is known over when no client that reconnected during it can still be replaying:
+each has finished or has been seen evicted.  A replay sent while another client's replay of
+the same transno was held may be dropped and never answered (`may_drop`: the transno is
+claimed, target_queue_recovery_request).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.client import (AnyOf, Expect, check_any, granted_flags, last_id_after_create,
                                                    parse_ref, reply_object_id, request_object_id)
@@ -27,6 +39,12 @@ def connect_cookie(rep: wire.Message | None) -> int | None:
             and rep.body["pb_opc"] == wire.C("OST_CONNECT") and rep.body["pb_handle"]:
         return rep.body["pb_handle"]
     return None
+
+
+def _is_enotconn(reply: bytes | None) -> bool:
+    """The reply is ERR -ENOTCONN (the export is gone)."""
+    rep = wire.try_parse(reply, "reply")[0]
+    return rep is not None and rep.body["pb_type"] == wire.ERR and rep.status == -spec.errno_value("ENOTCONN")
 
 
 class Unresolved(ValueError):
@@ -50,6 +68,17 @@ class StepJudge:
     sent: dict[tuple[str, int], tuple[int, str]] = field(default_factory=dict)   # (client, xid) -> (last step, its rule)
     batch: dict[int, int] = field(default_factory=dict)        # step -> the exchange (or op) whose result held its reply
     current_batch: int = 0                                     # set by the driver before each exchange's replies
+    # recovery: clients whose connect said MSG_CONNECT_RECOVERING since the restart, those that
+    # sent MSG_LOCK_REPLAY_DONE, those an expiry may have evicted, and those seen evicted
+    reconnected: set = field(default_factory=set)
+    finished: set = field(default_factory=set)
+    maybe_evicted: set = field(default_factory=set)
+    evicted: set = field(default_factory=set)
+    may_drop: set = field(default_factory=set)                 # replay steps that may never be answered
+    held_transno: dict[int, int] = field(default_factory=dict)  # deferred step -> the transno its request carried
+    expiries: int = 0                                          # expiries since the restart
+    deferred: set = field(default_factory=set)                 # steps whose reply was deferred
+    ending: bool = False                                       # a final ping was answered: recovery is over
 
     def __post_init__(self):
         self.checker = TargetChecker(reconstruct=self.reconstruct)
@@ -65,6 +94,7 @@ class StepJudge:
               expect: Expect | AnyOf | None = None, same_as: int | None = None) -> tuple[wire.Message | None, list[str]]:
         """Judge step `n`, `client`'s request `xid` and its reply (None: dropped): (the
         reply parsed, or None; the problems found, each "RULE: text")."""
+        self._next_step(n)
         unresolved = []
         if expect is not None and expect.refs():
             try:
@@ -75,7 +105,17 @@ class StepJudge:
         if expect is not None:
             rule = expect.requirement if isinstance(expect, Expect) else expect.alternatives[0][1].requirement
             self.sent[(client, xid)] = (n, rule)
+        req = wire.try_parse(request, "request")[0]
+        flags = req.body["pb_flags"] if req is not None else 0
+        recovering = self.checker.recovering
+        if recovering and flags & wire.C("MSG_LOCK_REPLAY_DONE"):
+            self.finished.add(client)
+        evicted = client in self.maybe_evicted and _is_enotconn(reply)
+        if evicted:
+            expect = None               # evicted at an expiry: what the step expected no longer applies
         found, rep, outcome = check_any(expect, reply)
+        if evicted:
+            outcome = "evicted"
         # a reply the step's expectation rejected is charged there; the invariants do not take
         # what it says of recovery (MSG_CONNECT_RECOVERING) as the target's state
         trusted = expect is None or not found
@@ -92,6 +132,9 @@ class StepJudge:
                 problems.append(f"TGT-RESEND-1: step {same_as} has no reply to compare with")
             else:
                 problems += [f"{rule}: {msg}" for rule, msg in resend_problems(original, rep, self.reconstruct)]
+        if evicted:
+            self.evicted.add(client)
+            self.checker.evicted(client)
         self.replies[n] = rep
         self.arrivals.append(n)
         self.batch[n] = self.current_batch or n
@@ -99,6 +142,10 @@ class StepJudge:
             self.committed[client] = max(self.committed.get(client, 0), rep.body["pb_last_committed"])
         cookie = connect_cookie(rep)
         if cookie is not None:
+            self.maybe_evicted.discard(client)
+            self.evicted.discard(client)
+            if self.checker.recovering and rep.body["pb_op_flags"] & wire.C("MSG_CONNECT_RECOVERING"):
+                self.reconnected.add(client)
             self.cookies[client] = cookie
             got = granted_flags(rep)
             if got is not None:
@@ -109,10 +156,32 @@ class StepJudge:
             got_id = reply_object_id(rep)
             if sent is not None and got_id is not None:
                 self.last_ids[n] = last_id_after_create(sent, got_id)
+        if recovering and flags & wire.C("MSG_LOCK_REPLAY_DONE") and rep is not None \
+                and rep.body["pb_type"] == wire.REPLY and rep.status == 0 and not self.replaying():
+            # final pings are answered when recovery is over (target_recovery_thread): it is,
+            # for the requests sent from now on (the replies that came with this one answer
+            # requests sent before)
+            self.ending = True
         return rep, problems
 
-    def defer(self, n: int, client: str, xid: int) -> None:
-        """Step `n` got no reply yet: it may come later (recovery), with `arrived`."""
+    def _next_step(self, n: int | None = None) -> None:
+        """A new step begins (not the arrival of a deferred reply): a recovery seen ending is over."""
+        if self.ending and n not in self.deferred:
+            self.recovery_ended()
+
+    def defer(self, n: int, client: str, xid: int, request: bytes | None = None) -> None:
+        """Step `n` got no reply yet: it may come later (recovery), with `arrived`.  A replay
+        whose transno another client's held replay carries may never be answered."""
+        self._next_step()
+        self.deferred.add(n)
+        req = wire.try_parse(request, "request")[0] if request is not None else None
+        if req is not None and self.checker.recovering and req.body["pb_flags"] & wire.C("MSG_LOCK_REPLAY_DONE"):
+            self.finished.add(client)
+        if req is not None and req.body["pb_transno"]:
+            if any(self.held_transno.get(m) == req.body["pb_transno"]
+                   for (other, _), m in self.waiting.items() if other != client):
+                self.may_drop.add(n)
+            self.held_transno[n] = req.body["pb_transno"]
         self.waiting[(client, xid)] = n
 
     def arrived(self, deferred) -> tuple[list[tuple[int, bytes | None]], list[str]]:
@@ -130,10 +199,29 @@ class StepJudge:
         return matched, problems
 
     def never_answered(self) -> list[tuple[int, str, int]]:
-        """(step, client, xid) of every step still waiting (recovery is over), forgotten."""
-        out = sorted((n, client, xid) for (client, xid), n in self.waiting.items())
+        """(step, client, xid) of every step still waiting (recovery is over) that had to be
+        answered; every waiting step is forgotten."""
+        out = sorted((n, client, xid) for (client, xid), n in self.waiting.items() if n not in self.may_drop)
         self.waiting.clear()
         return out
+
+    def replaying(self) -> set[str]:
+        """The clients that reconnected during this recovery and may still be replaying:
+        not finished, not seen evicted."""
+        return self.reconnected - self.finished - self.evicted
+
+    def expire(self) -> bool:
+        """The recovery window expired (the testee's end_recovery): every client that may
+        still be replaying may have been evicted from now on.  True if recovery is over (no
+        such client is left): the driver marks it over (`recovery_ended`) once it has judged
+        the replies the expiry released."""
+        self._next_step()
+        if not self.checker.recovering:
+            return True
+        self.expiries += 1
+        left = self.replaying()
+        self.maybe_evicted |= left
+        return not left
 
     def transno(self, n: int) -> int:
         """The transno step `n`'s reply carried (0 without a reply)."""
@@ -141,7 +229,12 @@ class StepJudge:
         return rep.body["pb_transno"] if rep is not None else 0
 
     def restart(self, commit_point: int | None = None) -> None:
+        self.ending = False
         self.checker.restart(commit_point)
+        for kept in (self.reconnected, self.finished, self.maybe_evicted, self.evicted):
+            kept.clear()
+        self.expiries = 0
 
     def recovery_ended(self) -> None:
+        self.ending = False
         self.checker.recovery_ended()

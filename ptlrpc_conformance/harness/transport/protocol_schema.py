@@ -119,7 +119,7 @@ def build() -> dict:
                            "and replies sent meanwhile to earlier requests (recovery, docs/target-rules.md §7)."},
         "deferred_reply": _deferred_reply(),
         "end_recovery_result": {
-            "description": "Result of end_recovery: the replies sent while recovery finished, in the order sent.",
+            "description": "Result of end_recovery (one expiry of the recovery window): the replies sent meanwhile, as recovery went on or ended, in the order sent.",
             "type": "object", "required": ["replies"],
             "properties": {"replies": {"type": "array", "items": _ref("deferred_reply")}}},
         "empty_result": {
