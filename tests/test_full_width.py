@@ -21,7 +21,7 @@ FULL_WIDTH_MUTANTS = {
     "jobid_blanks_stripped": "BODY-JOBID-1",
     "cksum_with_pad": "CKSUM-1",
 }
-NEW_VECTORS = ("full-width or version-0103 or version-0203 or trailing-spaces or buffer0-153 or buffer0-183 "
+NEW_VECTORS = ("full-width or version-0103 or version-0203 or version-ff03 or trailing-spaces or buffer0-153 or buffer0-183 "
                "or framing.full-width")
 
 
