@@ -21,8 +21,8 @@ FULL_WIDTH_MUTANTS = {
     "jobid_blanks_stripped": "BODY-JOBID-1",
     "cksum_with_pad": "CKSUM-1",
 }
-NEW_VECTORS = ("full-width or version-0103 or version-0203 or version-ff03 or trailing-spaces or buffer0-153 or buffer0-183 "
-               "or framing.full-width")
+NEW_VECTORS = ("full-width or version-0103 or version-0203 or version-ff03 or trailing-spaces or buffer0-153 "
+               "or buffer0-183 or framing.full-width")
 
 
 def _framing_vectors() -> dict:
@@ -79,6 +79,7 @@ def test_full_width_messages_reach_the_edges():
     def run(example):
         direction, order, message = example
         body, size = message["body"], message["buflens"][0]
+        version, jobid = body["pb_version"], body["pb_jobid"][:31]
         seen.add(order)
         seen.add(predict(pack.pack(message, order), direction).verdict)
         for name in ("pb_transno", "pb_last_committed", "pb_handle", "pb_slv"):
@@ -89,10 +90,9 @@ def test_full_width_messages_reach_the_edges():
         seen.update(what for what, yes in (("status < -32768", body["pb_status"] < -32768),
                                            ("status > 32767", body["pb_status"] > 32767),
                                            ("status -2^31", body["pb_status"] == -(1 << 31)),
-                                           ("version lookalike", body["pb_version"] & 0xFF == 3
-                                            and body["pb_version"] & 0xFFFF != 3),
-                                           ("service bits", body["pb_version"] >> 16 and body["pb_version"] & 0xFFFF == 3),
-                                           ("blank-ended jobid", size >= 184 and body["pb_jobid"][:31][-1:] in (" ", "\xa0")),
+                                           ("version lookalike", version & 0xFF == 3 and version & 0xFFFF != 3),
+                                           ("service bits", version >> 16 and version & 0xFFFF == 3),
+                                           ("blank-ended jobid", size >= 184 and jobid[-1:] in (" ", "\xa0")),
                                            ("buffer 0 not a multiple of 8", size % 8)) if yes)
     run()
     for name in ("pb_transno", "pb_last_committed", "pb_handle", "pb_slv"):
