@@ -54,6 +54,12 @@ def _codec_mutant(**changes) -> Callable[[], object]:
     return lambda: make_testee(CodecConfig().but(**changes))
 
 
+def _decode_only_mutant(**changes) -> Callable[[], object]:
+    """A codec mutant that declares `decode` only, as dissectors and many decoders do: no
+    encoder, so no round trip can catch it."""
+    return lambda: make_testee(CodecConfig().but(**changes), capabilities=("decode",))
+
+
 def _struct_mutant(changes: Callable[[StructConfig], dict]) -> Callable[[], object]:
     def build():
         base = StructConfig()
@@ -335,6 +341,17 @@ MUTANTS: list[Mutant] = [
        cc(cksum=_crc_without_final_xor)),
     _m("cksum_v2_body_only", "the checksum covers only the first 152 bytes of buffer 0", "CKSUM-1", F,
        cc(cksum=_crc_of_v2_body)),
+    # full-width values, in decoders that declare no encoder (issue 24)
+    _m("transno_32_bits", "keeps pb_transno in a 32-bit variable: its high word is lost (decode only)",
+       "BODY-FIELDS-1", F, _decode_only_mutant(field_bits=(("pb_transno", 32),))),
+    _m("status_16_bits", "keeps pb_status in a signed 16-bit variable (decode only)", "BODY-STATUS-1", F,
+       _decode_only_mutant(field_bits=(("pb_status", 16),))),
+    _m("version_low_byte_checked", "checks only the low byte of pb_version: 0x0103 passes (decode only)",
+       "BODY-VERSION-1", F, _decode_only_mutant(version_mask=0xFF)),
+    _m("jobid_blanks_stripped", "strips blanks from the end of pb_jobid (decode only)", "BODY-JOBID-1", F,
+       _decode_only_mutant(jobid_rstrip=True)),
+    _m("cksum_with_pad", "checksums buffer 0 with its pad bytes (decode only)", "CKSUM-1", F,
+       _decode_only_mutant(cksum_padded=True)),
     # the testee protocol
     _m("unknown_op_einval", "an unknown operation is answered EINVAL instead of EOPNOTSUPP", "PROTO-OPS-1", P,
        lambda: make_testee(unknown_op_error="EINVAL")),

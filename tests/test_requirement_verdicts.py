@@ -236,9 +236,10 @@ def test_a_property_failure_is_printed_once(run_cli):
 
 def test_every_errno_mismatch_is_counted_derived_variants_included(run_cli):
     """With --ignore-errno-class, a decoder that names every rejection EBADMSG passes, and each of
-    its rejections - of a vector or of a derived variant - is counted under its requirement."""
+    its rejections - of a vector or of a derived variant - is counted under its requirement.
+    (The properties that draw invalid messages are left out: their count depends on the draw.)"""
     run = run_cli("--iut", "python:iuts:ebadmsg", "--ignore-errno-class", "--area", "framing", "-k",
-                  "not arbitrary and not mutations")
+                  "not arbitrary and not mutations and not full_width_messages")
     assert run.rc == 0
     decode = [v for v in load_all() if v.op == "decode" and v.id.startswith("framing.")]
     expected = sum(v.verdict == "invalid" for v in decode) + sum(

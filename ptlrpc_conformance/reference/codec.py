@@ -164,8 +164,8 @@ def unpack_body(st: DecodeState) -> None:
             raw = buf[f.offset:f.end]
             if f.name not in st.config.unswabbed and st.order == BIG:     # (a bug) swabbed as __u64 words
                 raw = b"".join(raw[i:i + 8][::-1] for i in range(0, len(raw), 8))
-            text = raw.split(b"\0", 1)[0][: st.config.jobid_chars]
-            st.body[f.name] = text.decode(st.config.jobid_encoding)
+            text = raw.split(b"\0", 1)[0][: st.config.jobid_chars].decode(st.config.jobid_encoding)
+            st.body[f.name] = text.rstrip() if st.config.jobid_rstrip else text     # (a bug) blanks stripped
             continue
         order = LITTLE if f.name in st.config.unswabbed else st.order
         if f.count:
@@ -173,8 +173,10 @@ def unpack_body(st: DecodeState) -> None:
                                for i in range(f.count)]
         else:
             value = int.from_bytes(buf[f.offset:f.end], order)
-            if f.name in st.config.signed and value >= 1 << (8 * f.size - 1):
-                value -= 1 << (8 * f.size)
+            bits = dict(st.config.field_bits).get(f.name, 8 * f.size)
+            value &= (1 << bits) - 1
+            if f.name in st.config.signed and value >= 1 << (bits - 1):
+                value -= 1 << bits
             st.body[f.name] = value
 
 
@@ -224,9 +226,12 @@ class CodecConfig:
     unswabbed: frozenset = frozenset(spec.facts()["unswabbed"]["lustre_msg_v2"]
                                      + spec.facts()["unswabbed"]["ptlrpc_body_v3"])
     signed: frozenset = frozenset(spec.facts()["signed"]["ptlrpc_body_v3"])
+    field_bits: tuple = ()               # decode: (body field, bits) pairs whose value keeps only its low bits
+    #                                      (a bug: a narrower variable); the others keep their full width
     version_mask: int = 0xFFFF           # the pb_version bits checked against msg_version
     jobid_chars: int = spec.constant("LUSTRE_JOBID_SIZE") - 1   # an unterminated pb_jobid reads this many
     jobid_encoding: str = "latin-1"      # one character per byte (ISO-8859-1)
+    jobid_rstrip: bool = False           # decode: strip blanks from the end of pb_jobid (a bug: Lustre keeps them)
     reject_wrapped_buflen: bool = True
     total_covers: str = "padded"         # decode: what must be in the message: "padded" every buffer rounded up
     #                                      (Lustre); bugs: "unpadded" (the last pad may be missing), "nothing"
@@ -237,6 +242,7 @@ class CodecConfig:
     encode_padded_buflens: bool = False  # encode: write buflens rounded up (a classic bug)
     decode_checks: tuple = DEFAULT_DECODE_CHECKS
     cksum: Callable[[bytes], int] = staticmethod(lambda b: zlib.crc32(b) ^ 0xFFFFFFFF)
+    cksum_padded: bool = False           # decode: checksum buffer 0 with its pad (a bug: Lustre stops at its length)
 
     def but(self, **changes) -> "CodecConfig":
         """A copy with some settings changed: the seam for variants and mutants."""
@@ -271,8 +277,14 @@ class Codec:
             "buflens": list(st.buflens),
             "body": st.body,
             "buffers": [b.hex() for b in buffers],
-            "computed_cksum": self.config.cksum(buffers[0]),
+            "computed_cksum": self.config.cksum(self._cksum_input(st, buffers[0])),
         }
+
+    def _cksum_input(self, st: DecodeState, buffer0: bytes) -> bytes:
+        """The bytes the checksum covers: buffer 0 (or, for a broken variant, with its pad)."""
+        if not self.config.cksum_padded:
+            return buffer0
+        return st.data[st.offsets[0]:st.offsets[0] + round_up(len(buffer0), self.config.alignment)]
 
     # encode -------------------------------------------------------------------------
     def encode(self, message: dict) -> bytes:
