@@ -5,7 +5,7 @@ so a variant of the codec (a deliberately broken one, for instance) is built by 
 different configuration, never by patching this module.
 
 Decoding follows the order in which Lustre's receive path checks a message
-(RULES.md HDR-1..9, then BODY-2, BODY-3, BODY-5/6); the first failing check decides the
+(docs/rules.md, HDR-1..9, then BODY-2, BODY-3, BODY-5/6); the first failing check decides the
 errno class.  Encoding is canonical: little-endian, zero padding, no trailing bytes.
 """
 from __future__ import annotations

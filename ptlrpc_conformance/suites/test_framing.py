@@ -1,4 +1,4 @@
-"""Framing: the lustre_msg_v2 header, padding and ptlrpc_body (RULES.md HDR, PAD, BODY, CKSUM).
+"""Framing: the lustre_msg_v2 header, padding and ptlrpc_body (docs/rules.md, HDR, PAD, BODY, CKSUM).
 
 Cases come from the golden vectors in vectors/*.yaml: every vector is a decode case
 (`<vector id>.decode`), every canonical vector also an encode case (`<vector id>.encode`).

@@ -135,7 +135,7 @@ def build() -> dict:
                 "requirements": {"type": "array", "minItems": 1, "items": _ref("requirement_id"),
                                  "description": "a list of at least one requirement id"},
                 "cite": {"type": "array", "minItems": 1, "items": _ref("text"),
-                         "description": "a list of at least one source (seed section, RULES rule, Lustre function)"},
+                         "description": "a list of at least one source (seed section, \"RULES X\" for rule X of docs/rules.md, Lustre function)"},
                 "verdict": {"enum": list(VERDICTS)},
                 "direction": {"enum": list(DIRECTIONS)},
                 "op": {"enum": list(OPS)},

@@ -7,7 +7,7 @@ lengths, counts, the magic, and three body words, read in the order the testee p
 pins (docs/testee-protocol.md §2.2, after Lustre's lustre_unpack_msg_v2 and
 lustre_unpack_*_ptlrpc_body).  Facts come from facts.json.
 
-Each check is a RULES.md rule, and each rule is one requirement (RULE_REQUIREMENT): a
+Each check is a rule of docs/rules.md, and each rule is one requirement (RULE_REQUIREMENT): a
 message the model rejects breaks the requirement of the first failing check
 (`Prediction.requirement`).  `failing_rules` lists every check a message fails, in Lustre's
 order, so that a rejection with the errno class of a later check can be told apart as a
@@ -35,7 +35,7 @@ RULE_REQUIREMENT = {
 class Prediction:
     verdict: str                       # valid | invalid | acceptable
     errno: tuple[str, ...] = ()
-    rule: str = ""                     # the RULES.md rule that decided
+    rule: str = ""                     # the rule (docs/rules.md) that decided
     expect: dict = field(default_factory=dict)
     required_length: int | None = None # header + rounded buffers, when the header could be read
 
