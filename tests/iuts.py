@@ -120,6 +120,34 @@ def eproto_everywhere():
     return ClientErrnos(requests_too=True)
 
 
+class RejectsEverything:
+    """Declares decode, encode and structs and rejects every one of them with EINVAL (or, with
+    `errno_agnostic`, says its rejections name no Lustre errno class): it must earn no pass,
+    its rejections of invalid inputs included."""
+
+    def __init__(self, errno_agnostic=False):
+        self.inner = make_testee(capabilities=("decode", "encode", "structs"), name="rejects everything")
+        self.errno_agnostic = errno_agnostic
+
+    def handle(self, request):
+        if request.get("op") == "hello":
+            response = self.inner.handle(request)
+            if self.errno_agnostic:
+                response["result"]["errno_agnostic"] = True
+            return response
+        if request.get("op") not in ("decode", "encode", "decode_struct", "encode_struct"):
+            return self.inner.handle(request)       # unknown operations: EOPNOTSUPP, as it should
+        return {"ok": False, "error": "EINVAL", "detail": "everything is rejected"}
+
+
+def rejects_everything():
+    return RejectsEverything()
+
+
+def rejects_everything_agnostic():
+    return RejectsEverything(errno_agnostic=True)
+
+
 class Garbles:
     """Answers every encode and decode_struct with an object of the wrong shape."""
 

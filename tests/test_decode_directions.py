@@ -129,6 +129,12 @@ def test_a_one_direction_run(run_cli, direction):
         assert cases[prop]["verdict"] == "pass", cases[prop]
     assert run.report["summary"]["fail"] == 0 and run.report["summary"]["error"] == 0
     assert run.report["iut"]["hello"]["decode_directions"] == [direction]
+    # the other direction's own rule is exercised by no case: its examples were never sent
+    theirs_only = {"reply": "BODY-TYPE-2", "request": "BODY-TYPE-1"}[direction]
+    assert run.report["requirements"][theirs_only]["verdict"] != "pass"
+    assert run.report["requirements"][theirs_only]["exercised_by"] == []
+    for prop in ("framing.arbitrary-bytes.decode", "framing.mutations.decode"):
+        assert theirs_only not in cases[prop]["exercised"] and theirs_only in cases[prop]["not_exercised"]
 
 
 def test_a_property_none_of_whose_examples_applies_is_not_applicable():

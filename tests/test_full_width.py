@@ -113,7 +113,9 @@ def test_the_reference_passes_the_full_width_cases(run_cli):
 def test_without_a_checksum_the_property_does_not_exercise_cksum(run_cli):
     run = run_cli("--iut", "python:iuts:decode_only_without_cksum", "-k", "framing.full-width")
     c = run.case("framing.full-width.decode")
-    assert c["verdict"] == "pass" and c["not_exercised"] == ["CKSUM-1"], c
+    # no example could judge the checksum: CKSUM-1 is not exercised (HDR-ORDER-1 may be
+    # neither, when no example reached a later check: evidence, not the list, decides)
+    assert c["verdict"] == "pass" and "CKSUM-1" in c["not_exercised"] and "CKSUM-1" not in c["exercised"], c
 
 
 @pytest.mark.parametrize("name", sorted(FULL_WIDTH_MUTANTS))

@@ -71,12 +71,37 @@ def test_a_requirement_passes_only_on_evidence():
     ]
     reqs = requirement_verdicts(cases, known)
     assert reqs["HDR-MAGIC-1"]["verdict"] == "pass" and reqs["HDR-MAGIC-1"]["passing"] == ["a"]
-    assert reqs["CKSUM-1"]["verdict"] == "not-applicable"        # case a could not judge it
+    assert reqs["HDR-MAGIC-1"]["exercised_by"] == ["a"]
+    assert reqs["CKSUM-1"]["verdict"] == "not-exercised"         # case a passed, but could not judge it
+    assert reqs["CKSUM-1"]["exercised_by"] == []
     assert reqs["BODY-STATUS-1"]["verdict"] == "fail" and reqs["BODY-STATUS-1"]["failing"] == ["b"]
     assert reqs["TGT-REPLY-1"]["verdict"] == "fail" and reqs["TGT-REPLY-1"]["cases"] == ["c"]
     assert reqs["HDR-BUFCOUNT-1"]["verdict"] == "inconclusive"   # its only case failed on another one
     assert reqs["HDR-TOTAL-1"]["verdict"] == "error" and cases[3]["failed_requirements"] == ["HDR-TOTAL-1"]
     assert reqs["ENC-CANON-1"]["verdict"] == "not-applicable"
+    assert reqs["BODY-STATUS-1"]["exercised_by"] == ["b"]      # a failure charged to it is evidence too
+
+
+def test_a_case_that_records_what_it_exercised_credits_only_that():
+    """A suite case records `exercised`: a pass credits those requirements only, and the
+    others it lists are its `not_exercised`; a case that records no `exercised` member (a
+    plugin user's own) credits what it lists but what it named not exercised."""
+    known = registry.requirements()
+    cases = [
+        {"id": "prop", "requirements": ["HDR-MAGIC-1", "BODY-TYPE-2", "HDR-ORDER-1"], "verdict": "pass",
+         "exercised": ["HDR-MAGIC-1"]},
+        {"id": "own", "requirements": ["BODY-TYPE-1", "CKSUM-1"], "verdict": "pass", "not_exercised": ["CKSUM-1"]},
+        {"id": "failed", "requirements": ["HDR-ORDER-1", "HDR-TOTAL-1"], "verdict": "fail",
+         "failed_requirements": ["HDR-TOTAL-1"], "exercised": []},
+    ]
+    reqs = requirement_verdicts(cases, known)
+    assert cases[0]["not_exercised"] == ["BODY-TYPE-2", "HDR-ORDER-1"]
+    assert reqs["HDR-MAGIC-1"]["verdict"] == "pass" and reqs["HDR-MAGIC-1"]["exercised_by"] == ["prop"]
+    assert reqs["BODY-TYPE-2"]["verdict"] == "not-exercised" and reqs["BODY-TYPE-2"]["passing"] == []
+    assert reqs["BODY-TYPE-1"]["verdict"] == "pass" and reqs["CKSUM-1"]["verdict"] == "not-exercised"
+    # charging a failure is as before; a requirement only a failing case listed is inconclusive
+    assert reqs["HDR-TOTAL-1"]["verdict"] == "fail" and reqs["HDR-TOTAL-1"]["exercised_by"] == ["failed"]
+    assert reqs["HDR-ORDER-1"]["verdict"] == "inconclusive"
 
 
 # ---- what a failure is charged to (no IUT) -------------------------------------------------------
@@ -170,8 +195,14 @@ def test_optional_members_left_out_make_their_requirements_not_applicable(run_cl
     run = run_cli("--iut", "python:iuts:decode_only_without_cksum")
     assert run.rc == 0, run.stdout[-2000:] + run.stderr[-2000:]
     r = run.report
-    for rid in ("CKSUM-1", "ENC-CANON-1", "STRUCT-MSG-1", "STRUCT-OCD-1", "STRUCT-SWAB-1", "VALID-MDT-1"):
-        assert r["requirements"][rid]["verdict"] == "not-applicable", (rid, r["requirements"][rid])
+    # no encode case applies; the checksum is listed by decode cases that could not judge it
+    assert r["requirements"]["ENC-CANON-1"]["verdict"] == "not-applicable", r["requirements"]["ENC-CANON-1"]
+    assert r["requirements"]["CKSUM-1"]["verdict"] == "not-exercised", r["requirements"]["CKSUM-1"]
+    assert r["requirements"]["CKSUM-1"]["exercised_by"] == []
+    # the structs.message cases pass on their framing, and exercise no structure requirement
+    for rid in ("STRUCT-MSG-1", "STRUCT-OCD-1", "STRUCT-SWAB-1", "VALID-MDT-1"):
+        assert r["requirements"][rid]["verdict"] == "not-exercised", (rid, r["requirements"][rid])
+        assert r["requirements"][rid]["exercised_by"] == []
     assert r["level"]["status"] == "fully conformant" and r["level"]["certified_capabilities"] == ["decode"]
     be = run.case("structs.message.ost-connect-request-be.decode")
     assert be["verdict"] == "pass" and {"STRUCT-MSG-1", "STRUCT-OCD-1", "STRUCT-SWAB-1"} <= set(be["not_exercised"])
@@ -269,3 +300,96 @@ def test_requirements_list_and_report_count_the_same_cases(run_cli):
     assert counted and listed and reported, "a listing came back empty: nothing to compare"
     assert {r: n for r, n in counted.items() if n} == {r: n for r, n in listed.items() if r in in_profile} \
         == {r: n for r, n in reported.items() if r in in_profile}
+
+
+# ---- evidence: what a pass exercised (issue 24) ----------------------------------------------------
+
+def test_a_rejection_is_evidence_only_when_its_valid_neighbour_is_accepted():
+    v = VECTORS["framing.order.total-before-body-size"]
+    rejected = Outcome("error", error="EINVAL")
+    j = judge.judge_decode(v, rejected, control=_accepted({}))
+    assert j.status == judge.PASS and j.notes["exercised"] == ["HDR-TOTAL-1", "HDR-ORDER-1", "DEC-ROBUST-1"]
+    # the neighbour rejected too: still a pass, but evidence for nothing, and the note says why
+    j = judge.judge_decode(v, rejected, control=rejected)
+    assert j.status == judge.PASS and j.notes["exercised"] == [] and "control_rejected" in j.notes
+    # no neighbour sent: no evidence either
+    assert judge.judge_decode(v, rejected).notes["exercised"] == []
+    # errno-agnostic: accept/reject judged, the errno class (HDR-ORDER-1) not
+    j = judge.judge_decode(v, Outcome("error", error="EBADMSG"), errno_agnostic=True, control=_accepted({}))
+    assert j.notes["exercised"] == ["HDR-TOTAL-1", "DEC-ROBUST-1"] and j.notes["errno_judged"] is False
+
+
+def test_a_structure_in_a_message_is_exercised_only_with_structs():
+    from ptlrpc_conformance.reference import make_testee
+    v = VECTORS["structs.message.ost-connect-request-be"]
+    result = make_testee().handle({"op": "decode", "data": v.data.hex(), "direction": v.direction})["result"]
+    without = judge.judge_decode(v, _accepted(result), with_structs=False).notes["exercised"]
+    assert not [r for r in without if r.startswith(("STRUCT-", "VALID-"))] and "HDR-MAGIC-2" in without
+    with_structs = judge.judge_decode(v, _accepted(result), with_structs=True).notes["exercised"]
+    assert {"STRUCT-MSG-1", "STRUCT-OCD-1", "STRUCT-SWAB-1"} <= set(with_structs)
+
+
+def test_a_property_credits_what_its_examples_decided():
+    """Each example records the requirement that decided it; rejections count only for a
+    direction in which something was accepted."""
+    from hypothesis import strategies as st
+
+    from ptlrpc_conformance.suites.test_properties import check_property
+
+    def check(example):
+        direction = "request" if example % 2 else "reply"
+        if example % 3 == 0:
+            return judge.Judgement(judge.PASS, notes={"exercised": ["HDR-MAGIC-1"], "evidence": "acceptance",
+                                                      "direction": "reply"})
+        return judge.Judgement(judge.PASS, notes={"exercised": [f"BODY-TYPE-{1 if direction == 'reply' else 2}"],
+                                                  "evidence": "rejection", "direction": direction})
+    concluded = []
+    check_property(st.integers(0, 1000), check, 1, 30, concluded.append, "directions")
+    [j] = concluded
+    assert j.status == judge.PASS and j.notes["exercised"] == ["BODY-TYPE-1", "HDR-MAGIC-1"]
+    assert "request" in j.notes["control_rejected"]
+    # a request control accepted before the examples makes the request rejections evidence too
+    concluded.clear()
+    check_property(st.integers(0, 1000), check, 1, 30, concluded.append, "directions",
+                   accepted_directions={"request"})
+    assert concluded[0].notes["exercised"] == ["BODY-TYPE-1", "BODY-TYPE-2", "HDR-MAGIC-1"]
+
+
+def test_an_iut_that_rejects_everything_earns_no_pass(run_cli):
+    """Not even the requirements that ask for a rejection: each rejection's valid neighbour was
+    rejected too.  With errno-agnostic judging, every rejection of an invalid input passes its
+    case, and still exercises nothing."""
+    for iut in ("python:iuts:rejects_everything", "python:iuts:rejects_everything_agnostic"):
+        run = run_cli("--iut", iut)
+        r = run.report
+        assert r["summary"]["pass"] > 0, iut          # cases pass: their evidence is what is withheld
+        passed = [rid for rid, e in r["requirements"].items() if e["verdict"] == "pass" or e["passing"]]
+        assert passed == [], (iut, passed)
+        assert r["level"]["status"] not in ("conformant", "fully conformant"), r["level"]
+        for rid in ("BODY-TYPE-2", "DEC-ROBUST-1", "ENC-REJECT-1", "PROTO-OPS-1", "STRUCT-TRUNC-1"):
+            assert r["requirements"][rid]["verdict"] != "pass", rid
+        trunc = run.case("structs.obdo.truncated.decode")
+        assert trunc["verdict"] == "pass" and trunc["exercised"] == [] and "control_rejected" in trunc["notes"]
+
+
+def test_a_decode_only_iut_gets_no_encoder_or_structure_requirement(run_cli):
+    r = run_cli("--iut", "python:iuts:decode_only").report
+    passed = {rid for rid, e in r["requirements"].items() if e["verdict"] == "pass"}
+    assert passed and not [rid for rid in passed if rid.startswith(("ENC-", "STRUCT-", "VALID-"))], passed
+
+
+def test_the_reference_exercises_every_requirement_of_the_default_profile(run_cli):
+    """Every passing suite case says what it exercised (among what it lists), and together
+    they exercise every requirement of the default profile."""
+    r = run_cli("--iut", "reference").report
+    profile = registry.profile(None).name
+    in_profile = {rid for rid, req in registry.requirements().items() if req.in_profile(profile)}
+    for c in r["cases"]:
+        if c["verdict"] == "pass":
+            assert "exercised" in c and set(c["exercised"]) <= set(c["requirements"]), c["id"]
+            assert c["not_exercised"] == sorted(set(c["requirements"]) - set(c["exercised"])), c["id"]
+    assert {rid: e["verdict"] for rid, e in r["requirements"].items() if rid in in_profile and e["verdict"] != "pass"} \
+        == {}
+    assert in_profile <= set(r["requirements"])
+    for rid in in_profile:
+        assert r["requirements"][rid]["exercised_by"], rid

@@ -3,15 +3,26 @@
 Cases come from the golden vectors in vectors/*.yaml: every vector is a decode case
 (`<vector id>.decode`), every canonical vector also an encode case (`<vector id>.encode`).
 """
+from ptlrpc_conformance.fixtures.core import control_vector
 from ptlrpc_conformance.harness.verdicts.judge import combine, judge_decode, judge_encode
 
 
-def test_decode(decode_vector, iut, need, errno_agnostic, conclude):
+def test_decode(decode_vector, iut, need, errno_agnostic, conclude, request):
     """valid: accepted and decoded to the listed fields; invalid: rejected with an allowed
-    errno class; acceptable: either, but never a crash, hang or garbage."""
+    errno class; acceptable: either, but never a crash, hang or garbage.  An invalid or
+    implementation-defined vector is sent with its valid neighbour (fixtures/core.py
+    control_vector) in one batch: its rejection is evidence only when the neighbour is accepted
+    (an IUT that rejects everything exercises nothing); the neighbour's own verdict is its case's."""
     need(iut, "decode", decode_vector.direction)
-    outcome = iut.call(decode_vector.decode_request())
-    conclude(judge_decode(decode_vector, outcome, errno_agnostic, iut.supports("structs")))
+    neighbour = control_vector(request.config, decode_vector)
+    if neighbour is None:
+        outcome, control = iut.call(decode_vector.decode_request()), None
+    else:
+        outcome, control = iut.call_many([decode_vector.decode_request(), neighbour.decode_request()])
+    j = judge_decode(decode_vector, outcome, errno_agnostic, iut.supports("structs"), control=control)
+    if neighbour is not None and "control_rejected" in j.notes:
+        j.notes["control_rejected"] = f"{neighbour.id}: {j.notes['control_rejected']}"
+    conclude(j)
 
 
 def test_encode(encode_vector, iut, need, conclude):

@@ -24,13 +24,27 @@ class _Counterexample(Exception):
     pass
 
 
-def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=()):
+def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=(),
+                   accepted_directions=()):
     """Run `check(example) -> Judgement` over `strategy`; conclude with the shrunk failure.
     `unreadable`: the requirements an IUT result the check cannot read is charged to (default:
-    the case's)."""
+    the case's).
+
+    A pass records what its examples exercised: the union of their judgements' `exercised`
+    notes (the requirement of the check that decided each one, judge.py).  An example the IUT
+    does not implement is no evidence.  A rejection (`evidence` "rejection") counts only when
+    an example of its direction was accepted in the same run (the control rule: an IUT that
+    rejects everything exercises nothing), or when the direction is among
+    `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
+    `control_rejected` says when neither holds."""
     failures = []
     not_applicable = []
     mismatches: dict[str, dict] = {}    # errno-agnostic runs: every example rejected with another class
+    exercised: list[str] = []           # what the passing examples decided on
+    by_rejection: dict[object, list[str]] = {}     # direction -> what rejections decided on
+    accepted: set = set(accepted_directions)    # the directions of the examples (or controls) accepted
+    recorded = []                       # whether any example said what it exercised
+    errno_judged = [True]
 
     @seed(conformance_seed)
     @settings(max_examples=conformance_examples, deadline=None, database=None, derandomize=False,
@@ -54,6 +68,15 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
             raise _Counterexample(j.message)
         for m in j.notes.get("errno_class_mismatches") or ():
             mismatches.setdefault(repr(example), dict(m, case=f"{title}: example {len(mismatches) + 1}"))
+        if j.status == judge.PASS and "exercised" in j.notes:
+            recorded.append(True)
+            if j.notes.get("errno_judged") is False:
+                errno_judged[0] = False
+            if j.notes.get("evidence") == "rejection":
+                by_rejection.setdefault(j.notes.get("direction"), []).extend(j.notes["exercised"])
+            else:
+                exercised.extend(j.notes["exercised"])
+                accepted.add(j.notes.get("direction"))
 
     verdict = None
     try:
@@ -67,8 +90,32 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     if mismatches:
         verdict = verdict or judge.Judgement(judge.PASS)
         verdict.notes["errno_class_mismatches"] = list(mismatches.values())
+    if recorded and (verdict is None or verdict.status == judge.PASS):
+        verdict = verdict or judge.Judgement(judge.PASS)
+        unproven = sorted(str(d) for d in by_rejection if d not in accepted)
+        verdict.notes["exercised"] = sorted(set(exercised).union(
+            *(reqs for d, reqs in by_rejection.items() if d in accepted)))
+        if unproven:
+            verdict.notes["control_rejected"] = (f"no {' or '.join(unproven)} example was accepted: the rejections "
+                                                 f"of that direction are no evidence")
+        if not errno_judged[0]:
+            verdict.notes["errno_judged"] = False
     if verdict is not None:         # outside the handler: the failure is printed once, with no exception chain
         conclude(verdict)
+
+
+def direction_controls(iut, config) -> set[str]:
+    """The directions whose control the IUT accepts: for each direction it decodes, the
+    lowest-id canonical valid vector of that direction, sent in one batch before a decode
+    property's examples (docs/vectors.md).  A rejection among the examples is evidence only
+    for a direction whose control (or an example of it) was accepted."""
+    from ptlrpc_conformance.fixtures.core import session_vectors
+    controls = {}
+    for v in sorted(session_vectors(config), key=lambda v: v.id):
+        if v.op == "decode" and v.verdict == "valid" and v.canonical and iut.hello.decodes(v.direction):
+            controls.setdefault(v.direction, v)
+    outcomes = iut.call_many([v.decode_request() for v in controls.values()]) if controls else []
+    return {d for d, o in zip(controls, outcomes) if o.ok}
 
 
 def _model_vector(data: bytes, direction: str, how: str, tolerate_wrap: bool) -> Vector:
@@ -198,7 +245,12 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
             expect["body"]["pb_jobid"] = None
         v = Vector(id="framing.roundtrip.example", title="decode(encode(m))", requirements=("ENC-LENGTH-1",),
                    cite=("RULES PAD-2",), verdict="valid", direction=direction, data=data, expect=expect)
-        return judge.judge_decode(v, dec, role=judge.FIXED)    # whatever differs: it does not decode back
+        j = judge.judge_decode(v, dec, role=judge.FIXED)    # whatever differs: it does not decode back
+        if j.status == judge.PASS:
+            # judged: the encode's acceptance of a representable message, the fields it decodes
+            # back to, and a clean decode
+            j.notes["exercised"] = ["ENC-CANON-1", "ENC-LENGTH-1", "DEC-ROBUST-1"]
+        return j
 
     _check_suite_encoded(canonical_messages(), check, judged, conformance_seed, conformance_examples, conclude,
                          "decode(encode(m)) == m", unreadable=["ENC-CANON-1"])
@@ -223,14 +275,16 @@ def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examp
             return judge.Judgement(judge.FAIL, f"buflens {lens}: expected {want} bytes, got {got}\n"
                                                + judge._dump("actual", bytes.fromhex(enc.result["data"]))
                                    ).charge(["ENC-LENGTH-1", layout])
-        return judge.Judgement(judge.PASS)
+        # the header is padded only after an odd lm_bufcount, a buffer only when not a multiple of 8
+        return judge.Judgement(judge.PASS, notes={"exercised": ["ENC-LENGTH-1"] + (
+            ["PAD-HEADER-1"] if len(lens) % 2 else []) + (["PAD-BUFFER-1"] if any(n % 8 for n in lens) else [])})
 
     check_property(canonical_messages(), check, conformance_seed, conformance_examples, conclude,
                    "encoded length", unreadable=["ENC-LENGTH-1"])
 
 
 @case(case="framing.arbitrary-bytes.decode", requirements=list(MODEL_CHARGEABLE))
-def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conformance_profile,
+def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conformance_profile, request,
                                     conformance_seed, conformance_examples):
     """Random bytes and random headers: accepted or rejected exactly as the rule model says,
     never a crash, a hang or a malformed result."""
@@ -244,7 +298,8 @@ def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conform
                                   role=judge.MODEL)
 
     check_property(arbitrary_messages(), check, conformance_seed, conformance_examples, conclude,
-                   "arbitrary bytes", unreadable=["DEC-ROBUST-1"])
+                   "arbitrary bytes", unreadable=["DEC-ROBUST-1"],
+                   accepted_directions=direction_controls(iut, request.config))
 
 
 @case(case="framing.mutations.decode", requirements=list(MODEL_CHARGEABLE))
@@ -265,4 +320,4 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conform
                                   role=judge.MODEL)
 
     check_property(mutated(vectors), check, conformance_seed, conformance_examples, conclude, "mutated vectors",
-                   unreadable=["DEC-ROBUST-1"])
+                   unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config))

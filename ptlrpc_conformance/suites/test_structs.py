@@ -24,10 +24,18 @@ MASK_FIELD = {"obdo": "o_valid", "mdt_body": "mbo_valid"}
 case = pytest.mark.conformance
 
 
-def test_struct_decode(struct_vector, iut, need, conclude):
+def test_struct_decode(struct_vector, iut, need, conclude, request):
+    """An invalid structure is sent with its valid neighbour (fixtures/core.py control_vector):
+    its rejection is evidence only when the neighbour is accepted."""
     need(iut, "decode_struct")
-    outcome = iut.call(struct_vector.decode_request())
-    conclude(judge.judge_struct(struct_vector, outcome, layouts.canonical(struct_vector.struct) in REQUIRED))
+    from ptlrpc_conformance.fixtures.core import control_vector
+    neighbour = control_vector(request.config, struct_vector)
+    if neighbour is None:
+        outcome, control = iut.call(struct_vector.decode_request()), None
+    else:
+        outcome, control = iut.call_many([struct_vector.decode_request(), neighbour.decode_request()])
+    conclude(judge.judge_struct(struct_vector, outcome, layouts.canonical(struct_vector.struct) in REQUIRED,
+                                control))
 
 
 def test_struct_encode(encode_struct_vector, iut, need, conclude):
@@ -50,7 +58,7 @@ def _cut_cases(config):
                                 requirements=("STRUCT-TRUNC-1",), cite=("RULES PAD-3",), verdict="invalid",
                                 direction="request", data=v.data[:k], errno=("any",), op="decode_struct",
                                 struct=v.struct, byte_order=v.byte_order) for k in cuts)
-        out.append(pytest.param(variants, id=f"{v.id}.cut.decode",
+        out.append(pytest.param((v, variants), id=f"{v.id}.cut.decode",
                                 marks=case(case=f"{v.id}.cut.decode", requirements=["STRUCT-TRUNC-1"])))
     return out
 
@@ -61,10 +69,13 @@ def pytest_generate_tests(metafunc):
 
 
 def test_struct_truncated(struct_cut_variants, iut, need, conclude):
+    """The cuts of a valid structure, sent in one batch with the whole structure as their
+    control: a rejected cut is evidence only when the whole one is accepted."""
     need(iut, "decode_struct")
-    outcomes = iut.call_many([v.decode_request() for v in struct_cut_variants])
+    origin, struct_cut_variants = struct_cut_variants
+    *outcomes, control = iut.call_many([v.decode_request() for v in (*struct_cut_variants, origin)])
     required = layouts.canonical(struct_cut_variants[0].struct) in REQUIRED
-    judgements = [judge.judge_struct(v, o, required) for v, o in zip(struct_cut_variants, outcomes)]
+    judgements = [judge.judge_struct(v, o, required, control) for v, o in zip(struct_cut_variants, outcomes)]
     conclude(judge.combine(struct_cut_variants[0].id.rsplit(".", 1)[0] + ".decode", struct_cut_variants, judgements))
 
 
@@ -148,7 +159,8 @@ def _valid_decode_case(name: str):
             if problems:
                 return judge.Judgement(judge.FAIL, f"{MASK_FIELD[name]} = {mask:#x}:\n  " + "\n  ".join(problems[:10])
                                        ).charge(charged)
-            return judge.Judgement(judge.PASS)
+            return judge.Judgement(judge.PASS, notes={"exercised": [VALID_OF[name]] + (
+                ["VALID-UNKNOWN-1"] if mask & ~KNOWN_BITS[name] else [])})     # unknown bits kept, when there were some
 
         outcome = []
         check_property(strategy, lambda ex: outcome.append(check(ex)) or outcome[-1], conformance_seed,
@@ -200,7 +212,8 @@ def _valid_encode_case(name: str, give_mask: bool):
             if problems:
                 return judge.Judgement(judge.FAIL, f"fields given: {sorted(fields)}:\n  " + "\n  ".join(problems[:10])
                                        ).charge(charged)
-            return judge.Judgement(judge.PASS)
+            return judge.Judgement(judge.PASS, notes={"exercised": ["VALID-ENC-1"] + (
+                ["VALID-UNKNOWN-1"] if give_mask and mask & ~KNOWN_BITS[name] else [])})
 
         check_property(strategy, check, conformance_seed, conformance_examples, conclude,
                        f"{name} encode with {MASK_FIELD[name]} {'given' if give_mask else 'left out'}")

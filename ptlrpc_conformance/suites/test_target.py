@@ -350,8 +350,10 @@ def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
     for capability_op in {"target": "exchange", "restart": "restart"}.items():
         if capability_op[0] in scenario_vector.needs:
             need(iut, capability_op[1])
+    judged: list[str] = []
     try:
-        problems, records = scen.run(scenario_vector, iut, reconstruct=must_reconstruct(conformance_profile))
+        problems, records = scen.run(scenario_vector, iut, reconstruct=must_reconstruct(conformance_profile),
+                                     judged=judged)
     except TargetError as e:
         conclude(judge.Judgement(judge.ERROR, f"{scenario_vector.id}: the target could not carry out an operation: {e}"))
         return
@@ -362,6 +364,8 @@ def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
         # charged to the first failing step's rules; the problems after it are listed, not charged
         j.charge(named_requirements("\n".join(scen.first_failure(problems)), requirements()))
         conclude(j)
+    # a pass is evidence for the requirements of the steps whose expectations were judged
+    conclude(judge.Judgement(judge.PASS, notes={"exercised": sorted(set(judged))}))
 
 
 # the stateful cases run after the scenario vectors (a run stopped at its first failure

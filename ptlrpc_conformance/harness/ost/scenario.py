@@ -466,9 +466,11 @@ def deferred_replies(items) -> list[tuple[str, int, bytes | None]]:
     return out
 
 
-def run(scenario: Scenario, adapter, reconstruct: bool = False) -> tuple[list[str], list[Record]]:
+def run(scenario: Scenario, adapter, reconstruct: bool = False,
+        judged: list | None = None) -> tuple[list[str], list[Record]]:
     """Run a scenario on a reset target: (problems, transcript).  `reconstruct`: resends must
-    be answered with the original reply (profile lustre-2.17.57-reconstruct)."""
+    be answered with the original reply (profile lustre-2.17.57-reconstruct).  `judged`, when
+    given, receives the requirements of the expectations the replies met (StepJudge.judged)."""
     problems: list[str] = []
     records: list[Record] = []
     steps = StepJudge(reconstruct=reconstruct)
@@ -608,6 +610,8 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False) -> tuple[list[st
         absorb(deferred)
     for n, client, xid in steps.never_answered():
         problems.append(f"step {n} ({client} xid {xid}): RCV-ORDER-1: the deferred reply never came")
+    if judged is not None:
+        judged += steps.judged
     return problems, records
 
 

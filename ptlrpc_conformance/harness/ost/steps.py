@@ -51,6 +51,49 @@ class Unresolved(ValueError):
     """An "@N+K" value whose step N gave no LAST_ID (it was not a successful create)."""
 
 
+def expectation_requirements(expect: Expect | AnyOf | None, outcome: str) -> list[str]:
+    """The requirements judged when a reply met `expect` as `outcome` (an AnyOf: the
+    alternative it matched): the expectation's requirement, and those of the connect flags it
+    names (Expect._connect_flag_groups)."""
+    if isinstance(expect, AnyOf):
+        expect = dict(expect.alternatives).get(outcome)
+    if not isinstance(expect, Expect):
+        return []
+    return [expect.requirement] + [rule for rule, _ in expect._connect_flag_groups(expect.op_flags_all
+                                                                                    | expect.op_flags_none)]
+
+
+def invariant_requirements(checker: TargetChecker, request: bytes, reply: bytes | None) -> list[str]:
+    """The invariants TargetChecker.observe judges on one answered exchange, read from the
+    checker's state before it observes it (a mirror of the checks it makes, not of their
+    verdicts): a reply that unpacks answers its opcode (TGT-REPLY-1); an ERR reply's status
+    (TGT-ERR-3); a replay's transno (RCV-REPLAY-1); a new transno's order and epoch
+    (TGT-TRANSNO-1, RCV-EPOCH-1 after a recovery) and whether the opcode may take one
+    (TGT-TRANSNO-2, as a successful transaction's transno 0 is); pb_last_committed
+    (TGT-TRANSNO-3).  A resend's reply is judged apart (TGT-RESEND-1)."""
+    req, _ = wire.try_parse(request, "request")
+    rep, _ = wire.try_parse(reply, "reply") if reply is not None else (None, None)
+    if req is None or rep is None:
+        return []
+    b, r = req.body, rep.body
+    out = ["TGT-REPLY-1"]
+    if r["pb_type"] == wire.ERR:
+        out.append("TGT-ERR-3")
+    modelled = b["pb_opc"] in checker.ops
+    if b["pb_flags"] & wire.C("MSG_RESENT"):
+        pass
+    elif b["pb_flags"] & wire.C("MSG_REPLAY") or (checker.recovering and b["pb_transno"]):
+        out.append("RCV-REPLAY-1")
+    elif r["pb_transno"]:
+        out += ["TGT-TRANSNO-1"] + (["RCV-EPOCH-1"] if checker.epoch_floor else []) \
+            + (["TGT-TRANSNO-2"] if modelled else [])
+    elif modelled and r["pb_type"] == wire.REPLY and rep.status == 0 and b["pb_opc"] in checker.transaction_ops:
+        out.append("TGT-TRANSNO-2")
+    if r["pb_type"] == wire.REPLY and r["pb_last_committed"]:
+        out.append("TGT-TRANSNO-3")
+    return out
+
+
 @dataclass
 class StepJudge:
     """The judge of one run's steps, numbered from 1.  `reconstruct`: resends must be
@@ -79,6 +122,7 @@ class StepJudge:
     expiries: int = 0                                          # expiries since the restart
     deferred: set = field(default_factory=set)                 # steps whose reply was deferred
     ending: bool = False                                       # a final ping was answered: recovery is over
+    judged: list[str] = field(default_factory=list)            # the requirements of the expectations a reply met
 
     def __post_init__(self):
         self.checker = TargetChecker(reconstruct=self.reconstruct)
@@ -119,11 +163,15 @@ class StepJudge:
         # a reply the step's expectation rejected is charged there; the invariants do not take
         # what it says of recovery (MSG_CONNECT_RECOVERING) as the target's state
         trusted = expect is None or not found
+        invariants = invariant_requirements(self.checker, request, reply)
         problems = [f"{v.rule}: {v.message}"
                     for v in self.checker.observe(client, xid, request, reply, n, infer_recovery=trusted)]
+        if not problems:
+            self.judged += invariants
         problems += unresolved + found
         if outcome is not None:
             self.outcomes[n] = outcome
+            self.judged += expectation_requirements(expect, outcome)
         else:
             self.outcomes.pop(n, None)      # a reply with problems has no outcome (not even "waiting")
         if same_as is not None:
@@ -131,7 +179,10 @@ class StepJudge:
             if original is None:
                 problems.append(f"TGT-RESEND-1: step {same_as} has no reply to compare with")
             else:
-                problems += [f"{rule}: {msg}" for rule, msg in resend_problems(original, rep, self.reconstruct)]
+                found_resend = resend_problems(original, rep, self.reconstruct)
+                problems += [f"{rule}: {msg}" for rule, msg in found_resend]
+                if not found_resend:
+                    self.judged += ["TGT-RESEND-1"] + (["TGT-RESEND-2"] if self.reconstruct else [])
         if evicted:
             self.evicted.add(client)
             self.checker.evicted(client)

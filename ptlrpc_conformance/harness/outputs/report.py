@@ -251,6 +251,8 @@ class Collector:
 
 SUITE_ERROR = "error (suite)"        # a case the suite's own code broke: charged to no requirement
 SUITE_ERROR_WORDS = "this is a bug in ptlrpc-conformance, not a failure of the IUT: please report it"
+
+
 def _junit_properties(config, report: dict) -> None:
     """The level, its scope and modes, and the suite's identity as properties of junit.xml's
     test suite (written after this hook), so a CI that reads only JUnit sees them too."""
@@ -272,38 +274,50 @@ def _junit_properties(config, report: dict) -> None:
     xml.add_global_property("suite_sha256", report["suite"]["sha256"])
 
 
-CASE_MEMBERS = ("failed_requirements", "not_exercised")    # the judge's notes report.json lifts into a case
+# the judge's notes report.json lifts into a case: what it charged, what it produced evidence
+# for, and what it lists but could not judge
+CASE_MEMBERS = ("failed_requirements", "exercised", "not_exercised")
 
 
 def requirement_verdicts(cases: list[dict], known: dict) -> dict[str, dict]:
     """report.json's `requirements`: per requirement id, its level and verdict, the cases that
-    exercise it and the evidence (docs/report.md).  Each case gets its `failed_requirements`
+    list it and the evidence (docs/report.md).  Each case gets its `failed_requirements`
     (a failure the judge did not charge is charged to every requirement the case lists) and
-    `not_exercised`.
+    `not_exercised`: for a case that records what it `exercised` (every suite case), the
+    requirements it lists but produced no evidence for; else what its judge said it could not
+    judge.
 
-    A case is evidence for a requirement it lists and exercised: `passing` when it passed,
-    `failing` when it failed or hit trouble and was charged to it (a case charged to a
-    requirement it does not list exercises it too).  The verdict: error if a case in error was
-    charged to it, else fail if one failed on it, else pass if one passed, else inconclusive
-    if its applicable cases all failed on other requirements, else not-applicable."""
+    A case is evidence for a requirement when it passed and exercised it (a case without an
+    `exercised` member: when it lists it and did not name it not exercised) - it is then
+    among the requirement's `passing` - or when it failed or hit trouble and was charged to it
+    (`failing`; a case charged to a requirement it does not list exercises it too).
+    `exercised_by` lists both.  The verdict: error if a case in error was charged to it, else
+    fail if one failed on it, else pass if a passing case exercised it, else inconclusive if
+    its applicable cases all failed on other requirements, else not-exercised if cases that
+    list it passed without exercising it, else not-applicable."""
     reqs: dict[str, dict] = {}
 
     def entry(r: str) -> dict:
         return reqs.setdefault(r, {"level": known[r].level if r in known else None, "verdict": None,
-                                   "cases": [], "passing": [], "failing": []})
+                                   "cases": [], "passing": [], "failing": [], "exercised_by": []})
     for c in cases:
-        c.setdefault("not_exercised", [])
         if c["verdict"] in ("fail", "error"):
             c["failed_requirements"] = list(c.get("failed_requirements") or c["requirements"])
         else:
             c["failed_requirements"] = []
+        if "exercised" in c:
+            c["exercised"] = sorted(set(c["exercised"] or ()))
+            c["not_exercised"] = sorted(set(c["requirements"]) - set(c["exercised"]) - set(c["failed_requirements"]))
+        c.setdefault("not_exercised", [])
         for r in dict.fromkeys(c["requirements"] + c["failed_requirements"]):
             e = entry(r)
             e["cases"].append(c["id"])
             if r in c["failed_requirements"]:
                 e["failing"].append(c["id"])
-            elif c["verdict"] == "pass" and r not in c["not_exercised"]:
+                e["exercised_by"].append(c["id"])
+            elif c["verdict"] == "pass" and (r in c["exercised"] if "exercised" in c else r not in c["not_exercised"]):
                 e["passing"].append(c["id"])
+                e["exercised_by"].append(c["id"])
     verdicts = {c["id"]: c["verdict"] for c in cases}
     for r, e in reqs.items():
         applied = [cid for cid in e["cases"] if verdicts[cid] in ("fail", "error", INTERRUPTED)]
@@ -315,6 +329,8 @@ def requirement_verdicts(cases: list[dict], known: dict) -> dict[str, dict]:
             e["verdict"] = "pass"
         elif applied:
             e["verdict"] = "inconclusive"
+        elif any(verdicts[cid] == "pass" for cid in e["cases"]):
+            e["verdict"] = NOT_EXERCISED
         else:
             e["verdict"] = "not-applicable"
     return reqs
@@ -372,13 +388,19 @@ def judged(reqs: dict[str, dict], cases: list[dict], known: dict, profile: str, 
         req = known.get(rid)
         if req is None:
             continue
-        if req.direction and req.direction not in directions and e["verdict"] not in PASSING + ("fail", "error"):
+        if not req.in_profile(profile) and e["verdict"] not in ("fail", "error"):
+            e["verdict"] = "not-applicable"          # listed by a case, but no rule of this profile
+            e["why"] = f"not a requirement of profile {profile}"
+        elif req.direction and req.direction not in directions and e["verdict"] not in PASSING + ("fail", "error"):
             e["verdict"] = "not-applicable"
             e["why"] = f"the IUT decodes no {req.direction}s (decode_directions)"
         elif agnostic and req.errno_class and (e["verdict"] == "pass" or (e["verdict"] == "not-exercised"
                                                                            and "pass" in listed)):
             e["verdict"] = PASS_AGNOSTIC
     return out
+
+
+NOT_EXERCISED = "not-exercised"      # cases that list a requirement passed, none with evidence on it
 
 
 INTERRUPTED = "interrupted"          # the verdict of a case the run was stopped in

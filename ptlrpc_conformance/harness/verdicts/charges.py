@@ -304,6 +304,50 @@ def named_requirements(message: str, known) -> list[str]:
     return ordered(m.group(1) for m in PROBLEM_LINE.finditer(message or "") if m.group(1) in known)
 
 
+# ---- what a pass is evidence for -----------------------------------------------------------------
+
+def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with_structs: bool = False,
+                     cksum_compared: bool = False) -> list[str]:
+    """The requirements a passing decode of `vector` exercised (`role` as judge.py's: vector,
+    twin, variant, model, fixed), before the control rule (judge.py):
+
+      an implementation-defined input   DEC-ROBUST-1 only
+      an invalid message rejected       the requirement of the check that decides it (a golden
+                                        vector: the rule model's first failing check, when the
+                                        vector names it, else its own list; a variant or a
+                                        property's example: its rule's), HDR-ORDER-1 when the
+                                        errno class was judged (`errno_judged`) and a later
+                                        check could have decided, and DEC-ROBUST-1
+      a valid message accepted          the fields compared (compared_requirements: structures
+                                        only `with_structs`, the checksum only when the IUT
+                                        reported one), what accepting it shows (a golden
+                                        vector's own requirements, but those about decoded
+                                        content it did not compare; a twin's byte order; a
+                                        variant's boundary; a property's byte order, never
+                                        HDR-ORDER-1, which a rejection is charged to for want
+                                        of a better one) and DEC-ROBUST-1"""
+    if vector.verdict == "acceptable":
+        return [ROBUST]
+    if vector.verdict == "invalid":
+        decided = rejection_requirement(vector.data, vector.direction, decode_declared(vector)) \
+            if role == "vector" else list(vector.requirements)
+        order = errno_judged and outcome.error in vector.accepted_errnos \
+            and order_chargeable(vector.data, vector.direction)
+        return ordered(decided, [ORDER] if order else [], [ROBUST])
+    compared = [r for r in compared_requirements(vector.expect, foreign(vector.data), with_structs)
+                if r != "CKSUM-1" or cksum_compared]
+    if role == "vector":
+        structs_compared = with_structs and "structs" in (vector.expect or {})
+        own = [r for r in decode_declared(vector) if r not in CONTENT_ONLY or r in compared
+               or (r.startswith(("STRUCT-", "VALID-")) and structs_compared)]
+    elif role == "model":
+        own = [r for r in vector.requirements if r != ORDER]
+    else:
+        own = list(vector.requirements)
+    out = ordered(own, compared, [ROBUST])
+    return out if with_structs else [r for r in out if not r.startswith(("STRUCT-", "VALID-"))]
+
+
 def model_example_requirement(data: bytes, direction: str, tolerate_wrap: bool) -> tuple[str, ...]:
     """The declared requirement of a message judged by the model alone (a property's example)."""
     p = predict(data, direction, tolerate_wrap)

@@ -143,6 +143,28 @@ def cut_regions(v: Vector) -> list[tuple[str, list[int]]]:
     return [(name, cuts) for name, cuts in regions if cuts]
 
 
+def _distance(a: bytes, b: bytes) -> int:
+    """The bytes in which `a` and `b` differ, position by position; a byte beyond the shorter
+    one counts as differing."""
+    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+
+
+def neighbour(vector: Vector, vectors) -> Vector | None:
+    """The valid neighbour of an invalid (or implementation-defined) vector: the control sent
+    with it, whose acceptance makes its rejection evidence (docs/vectors.md).  Among the valid
+    vectors of the same operation and direction (for a structure: the same structure and byte
+    order), the one whose bytes differ from it in the fewest positions; ties go to the
+    lower id.  None when there is no such vector."""
+    def same_kind(v: Vector) -> bool:
+        if v.op != vector.op or v.verdict != "valid":
+            return False
+        if vector.op == "decode_struct":
+            return v.struct == vector.struct and v.byte_order == vector.byte_order
+        return v.direction == vector.direction
+    candidates = [v for v in vectors if same_kind(v)]
+    return min(candidates, key=lambda v: (_distance(v.data, vector.data), v.id), default=None)
+
+
 def derive(vectors: list[Vector], profile: str | None = None) -> list[DerivedCase]:
     tolerate = profile == "lustre-2.17.57-literal"
     cases: list[DerivedCase] = []

@@ -7,6 +7,13 @@ breaks (charges.py): the judgement's `failed_requirements` note, which `finish` 
 message, each requirement with its statement.  Requirements a case could not judge because
 the IUT leaves an optional member out (`computed_cksum`, `structs`, a `valid` view) are its
 `not_exercised` note: they are not applicable, never passed.
+
+A pass records what it is evidence for: the `exercised` note, the requirements whose checks
+decided it (charges.py says which, e.g. `decode_exercised`).  Evidence from a rejection
+counts only when the IUT accepted a valid neighbour of the rejected input sent in the same
+batch (`control`): an IUT that rejects everything earns nothing.  `errno_judged` is false
+when rejections were judged by accept/reject only (errno-agnostic): HDR-ORDER-1 is then never
+exercised.
 """
 from __future__ import annotations
 
@@ -295,12 +302,39 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
                          {"outcome": outcome.kind}).failing(vector, _outcome_signature(outcome)).charge(
             charges.verdict(outcome) + [C.ROBUST])
     j = _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, charges)
+    if j.status == PASS:
+        _evidence(j, vector, outcome, errno_agnostic, with_structs, charges, control)
     if j.status == FAIL:
         first = j.notes.pop("first_diff", None)
         # the bytes of the field that decoded wrongly are the ones a page highlights
         hl = hexdump.field_bytes(vector.data, first) if first and vector.op == "decode" else None
         j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome), highlight=hl)
     return j
+
+
+def _evidence(j: Judgement, vector: Vector, outcome: Outcome, errno_agnostic: bool, with_structs: bool,
+              charges: "_DecodeCharges", control: Outcome | None) -> None:
+    """Record on a passing decode judgement what it exercised (charges.decode_exercised), and
+    whether that rests on a rejection (`evidence`: "rejection" or "acceptance").  A rejection is
+    evidence only when the `control` sent with it was accepted: else the note
+    `control_rejected` says why nothing was exercised.  A property's example (MODEL) has no
+    control of its own: the property applies the rule over its examples (check_property)."""
+    rejection = outcome.rejected
+    exercised = C.decode_exercised(vector, charges.role, outcome, errno_judged=not errno_agnostic,
+                                   with_structs=with_structs, cksum_compared=j.notes.pop("cksum_compared", False))
+    j.notes["evidence"] = "rejection" if rejection else "acceptance"
+    if charges.role == MODEL:
+        j.notes["direction"] = vector.direction     # the control rule of a property goes by direction
+    if errno_agnostic:
+        j.notes["errno_judged"] = False
+    if rejection and control is not None and not control.ok:
+        j.notes["control_rejected"] = (f"the valid neighbour sent with it was rejected too "
+                                       f"({control.describe()}): the rejection is no evidence")
+        exercised = []
+    elif rejection and control is None and charges.role != MODEL:
+        j.notes["control_rejected"] = "no valid neighbour was sent with it: the rejection is no evidence"
+        exercised = []
+    j.notes["exercised"] = exercised
 
 
 def _mismatch(vector: Vector, allowed, got: str, requirements) -> dict:
@@ -353,7 +387,7 @@ def _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, cha
                          + "\n  ".join(d.text for d in diffs)
                          + f"\n{dump()}", {"first_diff": diffs[0].text.split(":", 1)[0]}).charge(charges.fields(diffs))
     unjudged = charges.not_exercised(cksum_compared)
-    return Judgement(PASS, notes={"not_exercised": unjudged} if unjudged else {})
+    return Judgement(PASS, notes=dict({"not_exercised": unjudged} if unjudged else {}, cksum_compared=cksum_compared))
 
 
 def _vdump(vector: Vector, title: str, data: bytes, highlight: set[int] | None = None) -> str:
@@ -396,8 +430,8 @@ def judge_encode(vector: Vector, outcome: Outcome) -> Judgement:
     if actual is None:
         return Judgement(FAIL, f"{head}the encode result has no hex 'data': {str(result)[:200]}"
                          ).failing(vector, "encode-malformed-result").charge(_encode_charges(vector, expected, None, set()))
-    if actual == expected:
-        return Judgement(PASS)
+    if actual == expected:       # every byte as Lustre writes it: all it can charge is exercised
+        return Judgement(PASS, notes={"exercised": [r for r in C.encode_requirements(vector) if r != "ENC-REJECT-1"]})
     differing = {i for i in range(max(len(actual), len(expected)))
                  if i >= len(actual) or i >= len(expected) or actual[i] != expected[i]}
     first = min(differing)
@@ -442,12 +476,22 @@ def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
         common = set.intersection(*unjudged)
         if common:
             out.notes["not_exercised"] = sorted(common)
+    passed = [j for j in judgements if j.status == PASS]
+    if any("exercised" in j.notes for j in passed):
+        out.notes["exercised"] = C.ordered(*(j.notes.get("exercised") or () for j in passed))
+    unproven = [j.notes["control_rejected"] for j in passed if "control_rejected" in j.notes]
+    if unproven:
+        out.notes["control_rejected"] = unproven[0]
+    if any(j.notes.get("errno_judged") is False for j in passed):
+        out.notes["errno_judged"] = False
     return out
 
 
-def judge_struct(vector: Vector, outcome: Outcome, required: bool) -> Judgement:
+def judge_struct(vector: Vector, outcome: Outcome, required: bool, control: Outcome | None = None) -> Judgement:
     """A decode_struct vector.  `required`: the structure is one every IUT with the
-    `structs` capability must know; for others EOPNOTSUPP makes the case not applicable."""
+    `structs` capability must know; for others EOPNOTSUPP makes the case not applicable.
+    `control`: the outcome of a valid structure of the same type sent with an invalid one: its
+    rejection exercises the vector's requirements only when the control was accepted."""
     head = f"{vector.id}: {vector.title}\n"
 
     def dump() -> str:
@@ -459,9 +503,17 @@ def judge_struct(vector: Vector, outcome: Outcome, required: bool) -> Judgement:
     j = _judge_struct(vector, outcome, required, head, dump)
     if j.status == FAIL:
         first = j.notes.pop("first_diff", None)
-        # the bytes of the field that decoded wrongly are the ones a page highlights
-        hl = hexdump.field_bytes(vector.data, first) if first and vector.op == "decode" else None
-        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome), highlight=hl)
+        j.failing(vector, f"field:{first}" if first else _outcome_signature(outcome))
+    if j.status == PASS:
+        unjudged = j.notes.get("not_exercised") or ()
+        j.notes["exercised"] = [r for r in vector.requirements if r not in unjudged]
+        j.notes["evidence"] = "rejection" if outcome.rejected else "acceptance"
+        if outcome.rejected and (control is None or not control.ok):
+            j.notes["control_rejected"] = (f"the valid {vector.struct} sent with it was rejected too "
+                                           f"({control.describe()}): the rejection is no evidence"
+                                           if control is not None else
+                                           f"no valid {vector.struct} was sent with it: the rejection is no evidence")
+            j.notes["exercised"] = []
     return j
 
 
