@@ -151,3 +151,36 @@ def test_the_suite_hash_follows_the_code(tmp_path, monkeypatch):
         hashes.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                                      check=True).stdout.strip())
     assert len(set(hashes)) == 2 and all(len(h) == 64 for h in hashes)
+
+
+PROPERTY_BUG = textwrap.dedent("""
+    # a bug planted in the judge a property uses: a KeyError inside a check is the suite's
+    import ptlrpc_conformance.harness.verdicts.judge as judge
+
+    def broken(*args, **kwargs):
+        raise KeyError("a key the judge forgot")
+
+    judge.judge_decode = broken
+""")
+
+
+def test_a_bug_in_a_propertys_check_is_the_suites(pytester):
+    pytester.makepyfile(planted_property_bug=PROPERTY_BUG)
+    path = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess(
+        "-p", "planted_property_bug", "-p", "no:cacheprovider", "--pyargs",
+        "ptlrpc_conformance.suites.test_properties", "--iut", "reference", "--conformance-report", str(path),
+        "--conformance-examples", "5", "-k", "arbitrary")
+    assert result.ret == 6, result.stdout.str()[-3000:]
+    case = {c["id"]: c for c in json.loads(path.read_text())["cases"]}["framing.arbitrary-bytes.decode"]
+    assert case["verdict"] == report_module.SUITE_ERROR and case["failed_requirements"] == []
+
+
+def test_an_unreadable_iut_result_is_still_the_iuts():
+    from ptlrpc_conformance.harness.transport.protocol import Outcome
+    from ptlrpc_conformance.harness.verdicts import judge
+    import pytest
+    with pytest.raises(judge.UnreadableResult, match="'data' is not hex"):
+        judge.result_hex(Outcome("ok", result={"data": "zz"}), "encode")
+    with pytest.raises(judge.UnreadableResult, match="'data' is not a hex string"):
+        judge.result_hex(Outcome("ok", result={}), "encode")

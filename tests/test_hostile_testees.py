@@ -2,6 +2,7 @@
 `error` and a clear reason, the testee is restarted, every other case still runs."""
 import json
 import os
+import re
 import select
 import subprocess
 import sys
@@ -261,7 +262,10 @@ def test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds(run_cli, hos
     assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = run.report
     assert r["incomplete"] is True
-    assert r["incomplete_reason"].startswith("the IUT stopped answering: 3 requests in a row timed out")
+    # a batch (a derived case) may time out more than one request at once
+    said = re.match(r"the IUT stopped answering: (\d+) requests in a row timed out \(--max-timeouts 3\)",
+                    r["incomplete_reason"])
+    assert said and 3 <= int(said.group(1)) <= 10, r["incomplete_reason"]
     assert r["summary"]["error"] <= 3 and r["summary"]["total"] < 50
 
 

@@ -189,7 +189,7 @@ def _valid_encode_case(name: str, give_mask: bool):
             out = iut.call({"op": "encode_struct", "type": name, "fields": fields})
             if not out.ok:
                 return judge.Judgement.unexpected(out, f"encode_struct {name}")
-            data = bytes.fromhex(out.result["data"])
+            data = judge.result_hex(out, f"encode_struct {name}")
             if len(data) != size:
                 return judge.Judgement(judge.FAIL, f"encode_struct {name}: {len(data)} bytes, expected {size}")
             got = S.unpack(name, data)

@@ -31,6 +31,24 @@ PASS, FAIL, NOT_APPLICABLE, ERROR = "pass", "fail", "not-applicable", "error"
 VECTOR, TWIN, VARIANT, MODEL, FIXED = "vector", "twin", "variant", "model", "fixed"
 
 
+class UnreadableResult(Exception):
+    """An IUT's accepted result that a check cannot read (a missing member, not hex): the
+    IUT's failure, never the suite's (an exception of any other kind in a check is the suite's
+    own bug: verdict `error (suite)`)."""
+
+
+def result_hex(outcome, what: str, member: str = "data") -> bytes:
+    """The bytes of an accepted result's hex member, or UnreadableResult saying what is wrong."""
+    result = outcome.result
+    value = result.get(member) if isinstance(result, dict) else None
+    if not isinstance(value, str):
+        raise UnreadableResult(f"{what}: the result's {member!r} is not a hex string: {str(result)[:200]}")
+    try:
+        return bytes.fromhex(value)
+    except ValueError:
+        raise UnreadableResult(f"{what}: the result's {member!r} is not hex: {value[:80]!r}") from None
+
+
 @dataclass
 class Judgement:
     status: str
