@@ -6,7 +6,7 @@ breaks (charges.py): the judgement's `failed_requirements` note, which `finish` 
 `conclude` fixture) fills for judgements that did not set it and puts at the head of the
 message, each requirement with its statement.  Requirements a case could not judge because
 the IUT leaves an optional member out (`computed_cksum`, `structs`, a `valid` view) are its
-`not_exercised` note: they are not applicable, never passed.
+`not_exercised` note: never passed.
 
 A pass records what it is evidence for: the `exercised` note, the requirements whose checks
 decided it (charges.py says which, e.g. `decode_exercised`).  Evidence from a rejection
@@ -309,7 +309,10 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
     """Judge one decode.  `role` says how a failure is charged (VECTOR: a golden vector; TWIN,
     VARIANT: a derived variant of `origin`, whose own `control` outcome tells a rejection of
     the origin's apart; MODEL: an example the rule model judges; FIXED: every failure charged to
-    the vector's requirements); `listed`: the case's requirements, when known."""
+    the vector's requirements); `listed`: the case's requirements, when known.  `control`: the
+    outcome of a valid neighbour sent in the same batch (a golden invalid vector's too, with
+    no `origin`: it then decides only whether a rejection is evidence, never what a failure is
+    charged to)."""
     head = f"{vector.id}: {vector.title}\n"
     charges = _DecodeCharges(vector, role, control, origin, with_structs, listed)
 
