@@ -388,7 +388,11 @@ def judged(reqs: dict[str, dict], cases: list[dict], known: dict, profile: str, 
         req = known.get(rid)
         if req is None:
             continue
-        if not req.in_profile(profile) and e["verdict"] not in ("fail", "error"):
+        if isinstance(caps, list) and req.capability is not None and req.capability not in caps \
+                and e["verdict"] == NOT_EXERCISED:
+            e["verdict"] = "not-applicable"          # listed by a case it applied to, of a capability not declared
+            e["why"] = f"the IUT does not declare capability {req.capability}"
+        elif not req.in_profile(profile) and e["verdict"] not in ("fail", "error"):
             e["verdict"] = "not-applicable"          # listed by a case, but no rule of this profile
             e["why"] = f"not a requirement of profile {profile}"
         elif req.direction and req.direction not in directions and e["verdict"] not in PASSING + ("fail", "error"):
