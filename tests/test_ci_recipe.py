@@ -13,7 +13,6 @@ import json
 
 import yaml
 
-import ptlrpc_conformance
 from conftest import ROOT
 from ptlrpc_conformance.harness import options
 

@@ -41,7 +41,7 @@ from hypothesis.stateful import initialize, rule
 from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
 from ptlrpc_conformance.harness.data.registry import case_aliases
 from ptlrpc_conformance.harness.ost import model, wire
-from ptlrpc_conformance.harness.ost.client import (EOF, MAX_ID, MAX_TIME, MD, AnyOf, C, Expect, err, ost_body,
+from ptlrpc_conformance.harness.ost.client import (EOF, MAX_ID, MD, AnyOf, C, Expect, err, ost_body,
                                                    reply, reply_object_id)
 from ptlrpc_conformance.harness.ost.model import State
 from ptlrpc_conformance.harness.ost.session import Session

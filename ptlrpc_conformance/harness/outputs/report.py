@@ -25,7 +25,7 @@ from ptlrpc_conformance.harness.data.vectors import SCENARIO_FORMAT
 from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
 from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.runstate import DESELECTED
-from ptlrpc_conformance.harness.verdicts.level import NOT_RUN, PASS_AGNOSTIC, PASSING, SELECTION_KEYS, level
+from ptlrpc_conformance.harness.verdicts.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
 from ptlrpc_conformance.spec import LUSTRE_VERSION
 
 FORMAT = "ptlrpc-conformance-report/1"
@@ -398,13 +398,10 @@ def judged(reqs: dict[str, dict], cases: list[dict], known: dict, profile: str, 
         elif req.direction and req.direction not in directions and e["verdict"] not in PASSING + ("fail", "error"):
             e["verdict"] = "not-applicable"
             e["why"] = f"the IUT decodes no {req.direction}s (decode_directions)"
-        elif agnostic and req.errno_class and (e["verdict"] == "pass" or (e["verdict"] == "not-exercised"
+        elif agnostic and req.errno_class and (e["verdict"] == "pass" or (e["verdict"] == NOT_EXERCISED
                                                                            and "pass" in listed)):
             e["verdict"] = PASS_AGNOSTIC
     return out
-
-
-NOT_EXERCISED = "not-exercised"      # cases that list a requirement passed, none with evidence on it
 
 
 INTERRUPTED = "interrupted"          # the verdict of a case the run was stopped in

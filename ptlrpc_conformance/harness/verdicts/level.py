@@ -65,7 +65,6 @@ NOT_RUN = "not-run"                 # a requirement of a certified capability no
 NOT_EXERCISED = "not-exercised"     # its cases ran and passed, but none exercised it
 NO_EVIDENCE = (NOT_RUN, NOT_EXERCISED)
 APPLIED = ("pass", PASS_AGNOSTIC, "fail", "error", "inconclusive")
-SELECTION_KEYS = ("areas", "cases", "requirements", "keyword", "markers", "level")
 
 
 def capability(rid: str) -> str | None:
