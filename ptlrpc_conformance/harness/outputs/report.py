@@ -26,7 +26,6 @@ from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
 from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.runstate import DESELECTED
 from ptlrpc_conformance.harness.verdicts.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
-from ptlrpc_conformance.spec import LUSTRE_VERSION
 
 FORMAT = "ptlrpc-conformance-report/1"
 NOT_APPLICABLE_PREFIX = "not applicable: "
@@ -432,7 +431,7 @@ def document(*, profile: str, seed, user_vectors, reproduce: list[str], iut: dic
         "suite": suite_identity(),
         "profile": profile,
         "seed": seed,
-        "lustre_version": LUSTRE_VERSION,
+        "lustre_version": registry.profile(profile).release,
         "iut": iut,
         "environment": {"python": platform.python_version(), "platform": platform.platform(),
                         "cwd": os.getcwd()},
