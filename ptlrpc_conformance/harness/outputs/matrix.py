@@ -38,8 +38,14 @@ def _describe(param):
     from ptlrpc_conformance.harness.verdicts import release
     from ptlrpc_conformance.harness.verdicts.derive import DerivedCase
     if isinstance(param, Vector):
-        return {"id": param.id, "verdict": param.verdict, "errno": list(param.errno),
-                "expect": release.view(param.expect)}
+        out = {"id": param.id, "verdict": param.verdict, "errno": list(param.errno),
+               "expect": release.view(param.expect)}
+        if param.op == "decode_struct":
+            out["not_applicable"] = release.struct_differs(param.struct)
+        return out
+    if isinstance(param, (tuple, list)):
+        ids = "+".join(p.id for p in param if isinstance(p, Vector))
+        return {"id": ids, "items": [_describe(p) for p in param]} if ids else [_describe(p) for p in param]
     if isinstance(param, DerivedCase):
         return {"id": param.id, "cases": [_describe(v) for v in (param.origin, *param.variants)]}
     if isinstance(param, (str, int, float, bool, type(None))):
