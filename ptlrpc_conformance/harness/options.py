@@ -162,8 +162,9 @@ OPTIONS: tuple[Option, ...] = (
                   "exec:COMMAND, or tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only)",
            cli=("--iut",), pytest="--iut", default="reference", pytest_default=None, metavar="SPEC",
            reproduce=True, commands=frozenset({_DECODE})),
-    Option("profile", "profile the verdicts follow (default: the one spec/profiles.yaml names, "
-                      "the current Lustre code)",
+    Option("profile", "profile the verdicts follow: lustre-RELEASE[-literal][-reconstruct] (default: the one "
+                      "spec/profiles.yaml names, the current Lustre code); certify and run also take all[-MODIFIER], "
+                      "every release's profile in one run (the release matrix)",
            cli=("--profile",), pytest="--conformance-profile", metavar="NAME", reproduce=True,
            commands=frozenset({_LIST, _REQUIREMENTS, _EXPORT})),
     Option("seed", "seed of the property tests (default {default}); recorded in the report",
