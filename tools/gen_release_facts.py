@@ -981,7 +981,7 @@ def layout_section(tree: Tree, opcodes: dict) -> tuple[dict, dict]:
     text = tree.read(LAYOUT) or ""
     clean = strip_comments(text)
     fields = {}
-    for m in re.finditer(r"struct\s+req_msg_field\s+(RMF_\w+)\s*=\s*DEFINE_MSGFL?\s*\((.*?)\)\s*;", clean, re.S):
+    for m in re.finditer(r"struct\s+req_msg_field\s+(RMF_\w+)\s*=\s*(?:#[^\n]*\n\s*)*DEFINE_MSGFL?\s*\((.*?)\)\s*;", clean, re.S):
         args = [" ".join(a.split()) for a in _split_top(m.group(2), ",")]
         wire_name = args[0].strip('"') if args else ""
         flags = [f.strip() for f in args[1].split("|")] if len(args) > 1 and args[1] != "0" else []
@@ -994,6 +994,8 @@ def layout_section(tree: Tree, opcodes: dict) -> tuple[dict, dict]:
             what = SCALARS[sc.group(1)]
         elif "RMF_F_STRING" in flags:
             what = "string"
+        elif size == "0":
+            what = "empty"
         else:
             what = "raw"
         row = {"name": wire_name, "struct": what, "size": size, "flags": flags,
