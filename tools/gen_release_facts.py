@@ -802,6 +802,12 @@ def build_structs(hdr: Headers, wire: dict, uapi: str) -> tuple[dict, list]:
                         field["elem_size"] = size // dims[0]
                     else:
                         field["count"] = size // elem_base if elem_base else count
+                elif dims:                                  # a length the tree does not define (PATH_MAX)
+                    elem_base = SCALAR_SIZE.get(type_) or (hdr.wire_sizes.get(type_[7:]) if type_.startswith("struct ") else None)
+                    if elem_base and len(dims) == 1:
+                        field["count"] = size // elem_base
+                    else:
+                        problems.append(f"{name}.{member}: array of unknown shape")
             if row.get("cond") and row["cond"] != entry.get("condition"):
                 field["condition"] = row["cond"]
             fields.append(field)
@@ -832,6 +838,28 @@ def build_structs(hdr: Headers, wire: dict, uapi: str) -> tuple[dict, list]:
                 sub["header_fields"] = [r["name"] for r in sub["fields"]]
                 mark_unions(sub["fields"], sub, t[7:])
                 structs[t[7:]] = sub
+    # structures a field refers to that wiretest asserts nothing of: laid out from the header
+    todo = [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")]
+    while todo:
+        ref = todo.pop()
+        if ref in structs:
+            continue
+        agg = hdr.find(ref)
+        size, _, rows = hdr.layout(agg) if agg is not None else (None, 1, [])
+        if size is None:
+            problems.append(f"{ref}: referred to, but neither wiretest nor the header gives its layout")
+            continue
+        entry = {"size": size}
+        if agg.kind == "union":
+            entry["kind"] = "union"
+        if agg.packed:
+            entry["packed"] = True
+        entry["cite"] = f"{agg.cite} (wiretest asserts nothing of it)"
+        entry["fields"] = [header_row(hdr, n, o, m, c, flex) for n, o, m, c, flex, _ in rows if m.ctype != "pointer"]
+        entry["header_fields"] = [f["name"] for f in entry["fields"]]
+        mark_unions(entry["fields"], entry, ref)
+        structs[ref] = entry
+        todo += [f["type"][7:] for f in entry["fields"] if f["type"] and f["type"].startswith("struct ")]
     return dict(sorted(structs.items())), problems
 
 
@@ -1087,8 +1115,15 @@ def today_layouts() -> dict:
     return {n: structs[n]["fields"] for n in SWAB_FUNCS}
 
 
+REQUIRED = (WIRETEST, PACK_GENERIC, LAYOUT, "lustre/ofd/ofd_objects.c")
+
+
 def build(tree: Tree, today: dict | None = None) -> dict:
     release = release_of(tree)
+    tree.uapi_dir()
+    missing = [p for p in REQUIRED if not tree.exists(p)]
+    if missing:
+        raise SystemExit(f"gen_release_facts: not a whole lustre-release tree: no {', '.join(missing)}")
     tag = tree.tag or "v" + release.replace(".", "_")
     hdr = Headers(tree)
     wt = tree.read(WIRETEST)
@@ -1200,7 +1235,15 @@ def main(argv: list[str] | None = None) -> int:
         text = render(facts)
         out = args.out / f"{facts['release']}.json"
         if args.check:
-            if not out.exists() or out.read_text() != text:
+            if out.exists() and tree.commit is None:
+                # a tree that is no git checkout cannot say its commit: compare the rest
+                committed = json.loads(out.read_text())
+                facts["commit"] = committed.get("commit")
+                text = render(facts)
+            if not out.exists():
+                print(f"gen_release_facts: no {out} to check (release {facts['release']})", file=sys.stderr)
+                rc = 1
+            elif out.read_text() != text:
                 print(f"gen_release_facts: {out} differs from what {facts['tag']} gives", file=sys.stderr)
                 rc = 1
             else:
