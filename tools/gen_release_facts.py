@@ -1171,8 +1171,8 @@ def build(tree: Tree, today: dict | None = None) -> dict:
         except FileNotFoundError:
             now = {}
         for struct, entry in now.items():
-            if struct in SWAB_FUNCS or struct not in structs:
-                continue
+            if struct in SWAB_FUNCS or struct not in structs or entry.get("kind") == "union":
+                continue                     # a union's members all share offset 0: no renames to find
             names = today_names(structs, struct, entry["fields"])
             if names:
                 field_names[struct] = names
