@@ -1014,10 +1014,10 @@ def layout_section(tree: Tree, opcodes: dict) -> tuple[dict, dict]:
         wire_name = args[0].strip('"') if args else ""
         flags = [f.strip() for f in args[1].split("|")] if len(args) > 1 and args[1] != "0" else []
         size = args[2] if len(args) > 2 else ""
-        st = re.search(r"sizeof\s*\(\s*(?:struct|union)\s+(\w+)\s*\)", size)
+        st = re.search(r"(?:sizeof\s*\(\s*(?:struct|union)\s+(\w+)\s*\)|offsetof\s*\(\s*(?:struct|union)\s+(\w+)\s*,)", size)
         sc = re.search(r"sizeof\s*\(\s*(__[us]\d+)\s*\)", size)
         if st:
-            what = st.group(1)
+            what = st.group(1) or st.group(2)
         elif sc:
             what = SCALARS[sc.group(1)]
         elif "RMF_F_STRING" in flags:
