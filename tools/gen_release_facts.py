@@ -9,7 +9,7 @@ release, read from that release's own code, each with its provenance.
     ... --out DIR    write (or check) under DIR instead of the package's releases/ folder
 
 The tree is a lustre-release checkout of either layout: the uapi headers under
-lustre/include/uapi/linux/lustre/ (2.12 to 2.17.0) or include/uapi/linux/lustre/ (2.17.50 on).
+lustre/include/uapi/linux/lustre/ (2.12 to 2.17.0) or include/uapi/linux/lustre/ (2.17.54 on).
 Nothing of Lustre's code is copied: the generator writes numbers, names and booleans.
 
 Sections (docs/releases-facts.md describes the format):
@@ -85,8 +85,8 @@ typedef struct { __u8 b[16]; } uuid_le;
 """,
 }
 
-# Behaviours: name -> (what it says, where it is looked for, how it is detected).  Each is a
-# function of the tree below; the JSON cites the file, the function and the pattern.
+# Behaviours: name -> what the pattern looks for (behaviour_section applies it); the JSON gives
+# this text as detected_by, with the file and function it was found in.
 BEHAVIOUR_DOC = {
     "jobid_nul_terminated": "lustre_msg_get_jobid stores '\\0' in pb_jobid[LUSTRE_JOBID_SIZE - 1] "
                             "(an unterminated jobid is terminated; LU-16376)",
@@ -340,9 +340,9 @@ def _attrs(text: str) -> tuple[str, bool, int | None]:
         inner = m.group(1) or ""
         if m.group(0) == "__packed" or "packed" in inner:
             packed = True
-        a = re.search(r"aligned\s*\(\s*(\d+)\s*\)", inner) or (m.group(2) and m)
-        if a:
-            aligned = int(a.group(1) if a is not m else m.group(2))
+        a = re.search(r"aligned\s*\(\s*(\d+)\s*\)", inner)
+        if a or m.group(2):
+            aligned = int(a.group(1) if a else m.group(2))
     return _ATTR.sub(" ", text), packed, aligned
 
 
@@ -438,6 +438,7 @@ class Headers:
 
     def __init__(self, tree: Tree):
         self.tree = tree
+        self._layouts: dict = {}
         self.aggs: dict = {}
         self.typedefs: dict = {}
         self.macros = Macros()
@@ -526,19 +527,18 @@ class Headers:
     def dims(self, m: Member) -> list[int | None]:
         return [0 if d.strip() == "" else self.macros.value(d) for d in m.dims]
 
-    def layout(self, agg: Aggregate, _memo: dict = {}) -> tuple[int | None, int, list]:
-        """(size, alignment, [(dotted name, offset, Member, count, flexible, union tag)]) of an
-        aggregate by the LP64 rules; None size when a member cannot be sized."""
+    def layout(self, agg: Aggregate) -> tuple[int | None, int, list]:
+        """(size, alignment, [(name, offset, Member, count, flexible, None)]) of an aggregate by
+        the LP64 rules, members of anonymous members flattened; None size when a member cannot
+        be sized."""
         key = id(agg)
-        if key in _memo.setdefault(id(self), {}):
-            return _memo[id(self)][key]
-        _memo[id(self)][key] = (None, 1, [])      # recursion guard
+        if key in self._layouts:
+            return self._layouts[key]
+        self._layouts[key] = (None, 1, [])      # recursion guard
         offset, size, align, rows = 0, 0, 1, []
         ok = True
         for m in agg.members:
             a = self.align_of(m, agg.packed)
-            if agg.aligned:
-                a = max(a, 1)
             es = self.elem_size(m)
             ds = self.dims(m)
             if es is None or any(d is None for d in ds) or m.bits is not None:
@@ -568,7 +568,7 @@ class Headers:
             if agg.aligned:
                 align = max(align, agg.aligned)
             result = ((size + align - 1) // align * align, align, rows)
-        _memo[id(self)][key] = result
+        self._layouts[key] = result
         return result
 
 
@@ -581,12 +581,8 @@ def wiretest_statements(text: str):
     """(kind, argument text, line, condition) for each assertion of wiretest.c."""
     clean = strip_comments(text)
     conds: list[str] = []
-    pos = 0
     lines = clean.split("\n")
-    offsets = [0]
-    for ln in lines:
-        offsets.append(offsets[-1] + len(ln) + 1)
-    cond_at = []                    # (line, condition string) for each preprocessor line
+    cond_at = []                    # the #if conditions in force at each line, joined with &&
     for i, ln in enumerate(lines, 1):
         s = ln.strip()
         if s.startswith("#"):
@@ -614,7 +610,6 @@ def wiretest_statements(text: str):
             i += 1
         args = _split_top(clean[start:i - 1], ",")
         line = line_of(clean, m.start())
-        pos = i
         yield m.group(1), " ".join(args[0].split()), line, cond_at[line - 1]
 
 
@@ -713,7 +708,7 @@ def member_path(hdr: Headers, agg: Aggregate, dotted: str) -> Member | None:
     return member_path(hdr, inner, rest) if inner else None
 
 
-def build_structs(hdr: Headers, wire: dict, uapi: str) -> tuple[dict, list]:
+def build_structs(hdr: Headers, wire: dict) -> tuple[dict, list]:
     structs, problems = {}, []
     for name, size in wire["sizes"].items():
         hdr.wire_sizes[name] = size
@@ -971,8 +966,7 @@ def swabbed_fields(tree: Tree, struct: str) -> tuple[set, list]:
         if not got:
             continue
         body, line = got
-        var = {"lustre_msg_v2": r"\w+", "ptlrpc_body_v3": r"\w+"}[struct]
-        found = re.findall(r"__swab(?:16|32|64)s\s*\(\s*&\s*" + var + r"\s*->\s*(\w+)", body)
+        found = re.findall(r"__swab(?:16|32|64)s\s*\(\s*&\s*\w+\s*->\s*(\w+)", body)
         names.update(found)
         cites.append(f"{PACK_GENERIC}:{line} {func}")
     return names, cites
@@ -1130,7 +1124,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
     if wt is None:
         raise SystemExit(f"gen_release_facts: no {WIRETEST} in the tree")
     wire = parse_wiretest(wt)
-    structs, problems = build_structs(hdr, wire, hdr.uapi)
+    structs, problems = build_structs(hdr, wire)
     if today is None:
         today = {n: structs[n]["fields"] for n in SWAB_FUNCS} if release == TODAY else today_layouts()
 
