@@ -27,7 +27,7 @@ DATA = ROOT / "tests" / "data"
 RELEASES = ["2.12.9", "2.15.8", "2.16.1", "2.17.0", "2.17.57"]
 SCALAR = {"u8": 1, "s8": 1, "char": 1, "u16": 2, "s16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8}
 SECTIONS = ("format", "release", "tag", "commit", "sources", "structs", "field_names", "unswabbed",
-            "constants", "connect", "message_fields", "message_formats", "behaviour")
+            "constants", "errnos", "connect", "message_fields", "message_formats", "behaviour")
 BEHAVIOURS = ("jobid_nul_terminated", "jobid_checks_body_len", "replay_create", "punch_projid",
               "check_resource_ids", "buflen_wrap", "cksum_has_buf_arg")
 
@@ -153,6 +153,9 @@ def test_standin_constants(standins):
     assert standins["new"]["constants"]["MTI_NAME_MAXLEN"]["value"] == 64    # BUILD_BUG_ON (new)
     assert c["DEAD_HANDLE_MAGIC"]["value"] == 0xdeadbeefcafebabe
     assert c["LDLM_PLAIN_STANDIN"] == {"value": 10, "cite": "lustre/ptlrpc/wiretest.c:22", "expression": "(0x0A | 0x00)"}
+    errnos = standins["new"]["errnos"]
+    assert list(errnos) == ["EPERM", "EPROTO", "ENOTCONN"]
+    assert errnos["ENOTCONN"] == {"wire": 107, "cite": "lustre/include/lustre_errno.h:8"}
 
 
 def test_check_mode(standins, tmp_path):
@@ -194,7 +197,7 @@ def test_format_and_provenance(release):
 
     def cited_file(cite: str) -> str:
         return cite.split(":")[0].split(" ")[0]
-    for section in ("constants", "behaviour", "message_formats", "message_fields"):
+    for section in ("constants", "errnos", "behaviour", "message_formats", "message_fields"):
         for name, row in d[section].items():
             path = cited_file(row["cite"])
             assert path in d["sources"] or path.startswith("lustre/ofd/"), (section, name, row["cite"])
@@ -279,6 +282,11 @@ def test_constants_agree_with_facts_json(today):
         if name in today["constants"]:
             assert today["constants"][name]["value"] == value, name
             assert facts["constants"][name]["value"] == value, name
+
+
+def test_errnos_agree_with_facts_json(today):
+    facts = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "facts.json").read_text())
+    assert {n: e["wire"] for n, e in facts["errnos"].items()} == {n: e["wire"] for n, e in today["errnos"].items()}
 
 
 def test_message_formats_agree_with_facts_json(today):

@@ -21,6 +21,7 @@ Sections (docs/releases-facts.md describes the format):
   unswabbed        fields of lustre_msg_v2 / ptlrpc_body_v3 (today's names) that the release's
                    pack_generic.c does not byte-swap (lustre_unpack_msg_v2, lustre_swab_ptlrpc_body)
   constants        the constants wiretest.c asserts
+  errnos           the wire errno numbers of lustre/include/lustre_errno.h (LUSTRE_E*)
   connect          OBD_CONNECT_* / OBD_CONNECT2_* and the OST's supported masks, as lustre_idl.h
                    computes them (HAVE_LRU_RESIZE_SUPPORT taken as defined: configure's default)
   message_fields   every RMF_* of lustre/ptlrpc/layout.c: wire name, flags, structure
@@ -997,6 +998,23 @@ def connect_section(tree: Tree, hdr: Headers) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------- wire errnos
+
+ERRNO_H = "lustre/include/lustre_errno.h"
+
+
+def errno_section(tree: Tree) -> dict:
+    """The wire errno numbers: every LUSTRE_E* of lustre_errno.h, keyed by the host name."""
+    text = tree.read(ERRNO_H)
+    if text is None:
+        return {}
+    clean = strip_comments(text)
+    out = {}
+    for m in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+LUSTRE_(E\w+)[ \t]+(\d+)[ \t]*$", clean, re.M):
+        out[m.group(1)] = {"wire": int(m.group(2)), "cite": f"{ERRNO_H}:{line_of(clean, m.start())}"}
+    return dict(sorted(out.items(), key=lambda kv: (kv[1]["wire"], kv[0])))
+
+
 # --------------------------------------------------------------------------- layout.c
 
 def layout_section(tree: Tree, opcodes: dict) -> tuple[dict, dict]:
@@ -1190,6 +1208,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
         "unswabbed": unswabbed,
         "unswabbed_cite": swab_cites,
         "constants": constants,
+        "errnos": errno_section(tree),
         "connect": connect,
         "message_fields": msg_fields,
         "message_formats": formats,
