@@ -855,6 +855,12 @@ class Target:
         pre = req.body["pb_pre_versions"][0]
         return self.config.vbr_check and pre != 0 and pre != state.get("version", 0)
 
+    def _projid_refused(self, la: dict, stored: dict) -> bool:
+        """An OST without project quota (TargetConfig.project_quota False, ldiskfs without the
+        project feature): a projid other than the stored one fails -EOPNOTSUPP in the quota
+        transfer (osd_quota_transfer -> osd_transfer_project), before any attribute is set."""
+        return not self.config.project_quota and "o_projid" in la and la["o_projid"] != stored["o_projid"]
+
     def _fresh_object(self, body: dict) -> dict:
         """A precreated object (ofd_precreate_objects): OFD_UNSET_ATTRS_MODE, owner 0, size 0,
         times 0, no version; the create request's attributes are not used."""
@@ -1009,7 +1015,8 @@ class Target:
         if state is None:
             return self._ok(req, self._errno("ENOENT"), (self._body(fid, valid, o_flags=OBD_FL_FLUSH),))
         fields = {name: state[name] for name in ("o_size", "o_blocks", "o_mode", *TIMES, *IDS)}
-        return self._ok(req, 0, (self._body(fid, valid | GETATTR_BITS | FLDATAVERSION, o_flags=OBD_FL_FLUSH,
+        bits = GETATTR_BITS & ~FLPROJID if self.config.getattr_omits_projid else GETATTR_BITS   # (bug) when set
+        return self._ok(req, 0, (self._body(fid, valid | bits | FLDATAVERSION, o_flags=OBD_FL_FLUSH,
                                             o_data_version=state.get("version", 0), **fields),))
 
     def _fail(self, exp, req, name, errno_name, oi, valid) -> Reply:
@@ -1041,6 +1048,8 @@ class Target:
         if valid & FLMODE:
             la["o_mode"] = body["o_mode"] & S_IALLUGO
         self._handle_ids(la, state, is_setattr=True)
+        if self._projid_refused(la, state):
+            return self._fail(exp, req, "OST_SETATTR", "EOPNOTSUPP", fid, FLID | FLGROUP)
         new = dict(state)
         self._set_attrs(new, la)
         transno, pre = self._transact(exp, req, "OST_SETATTR", 0, [(key, new)], state.get("version", 0),
@@ -1077,6 +1086,13 @@ class Target:
         la = {name: body[name] for name, bit in {**TIMES, **IDS}.items() if valid & bit}
         la["o_size"] = start
         self._handle_ids(la, state, is_setattr=cfg.punch_sets_ids)           # (bug) when True
+        if self._projid_refused(la, state):
+            # ldiskfs: osd_punch has set the size (the truncate runs at transaction stop, and
+            # sets mtime to the ctime) before dt_attr_set fails; the transaction takes no transno
+            if start != state["o_size"]:
+                truncated = dict(state, o_size=start, o_mtime=state["o_ctime"])
+                self._apply([(key, truncated)], durable=True)
+            return self._fail(exp, req, "OST_PUNCH", "EOPNOTSUPP", fid, FLID)
         new = dict(state)
         if start > state["o_size"]:
             new["o_mtime"] = state["o_ctime"]           # grow: the truncate runs first

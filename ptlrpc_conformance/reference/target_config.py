@@ -64,6 +64,11 @@ class TargetConfig:
 
     # ---- not bugs: behaviours a conforming target may choose ----------------------------
     grant_rdonly: bool = False            # grants OBD_CONNECT_RDONLY when asked (an MDT does) and enforces it
+    # configurations of Lustre's OST (the hello may declare them: docs/testee-protocol.md §2.1.2)
+    project_quota: bool = True            # False: an OST without project quota (ldiskfs without the project
+    #                                       feature): a new projid is refused -EOPNOTSUPP (a punch still truncates)
+    recovery: bool = True                 # False: recovery disabled (OBDF_REPLAYABLE clear: no
+    #                                       MSG_CONNECT_REPLAYABLE, no transnos, no recovery after a restart)
 
     # ---- bugs: transnos and commits --------------------------------------------------
     transno_reuse: bool = False           # the counter is not incremented: a transno is issued twice
@@ -100,6 +105,7 @@ class TargetConfig:
     replay_skips_committed: bool = False  # a replay of a committed transaction is answered from its saved reply, not run
     end_recovery_hard: bool = False       # end_recovery is the hard limit: every unfinished client evicted, recovery ends
     # ---- bugs: handlers ----------------------------------------------------------------
+    getattr_omits_projid: bool = False    # GETATTR leaves OBD_MD_FLPROJID out of o_valid (as if optional)
     setattr_ignores_valid: bool = False   # SETATTR applies every attribute field, whatever o_valid says
     punch_requires_size_blocks: bool = True  # False: PUNCH without FLSIZE|FLBLOCKS is accepted
     create_eexist: bool = False           # CREATE creates only the id it names, -EEXIST if it exists

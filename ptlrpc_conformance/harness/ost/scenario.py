@@ -25,7 +25,7 @@ from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.outputs.hexdump import render
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR
 from ptlrpc_conformance.harness.ost.client import AnyOf, Expect, is_ref
-from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved
+from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved, hello_configuration
 from ptlrpc_conformance.harness.data import yamlcache
 from ptlrpc_conformance.harness.data.vectors import (SCENARIO_FORMAT, SCENARIO_FORMATS, VectorError,
                                                      bundled_files, check_unique_ids, user_files)
@@ -473,7 +473,7 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
     given, receives the requirements of the expectations the replies met (StepJudge.judged)."""
     problems: list[str] = []
     records: list[Record] = []
-    steps = StepJudge(reconstruct=reconstruct)
+    steps = StepJudge(reconstruct=reconstruct, configuration=hello_configuration(adapter))
     commit_point: list[int | None] = [None]         # what the last restart said was on stable storage
     call(adapter, {"op": "reset"})
 
