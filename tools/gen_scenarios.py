@@ -290,6 +290,29 @@ def _(s):
     s.send("c1", c.request("OBD_PING"), ok(why="ping"), "ping still served")
 
 
+@scenario("target.drop.last-transaction-xid", "the XID of the export's last transaction, sent again without "
+          "MSG_RESENT (its reply lost), is dropped; resent with MSG_RESENT it is answered",
+          ["TGT-DROP-1", "TGT-RESEND-1"],
+          ["RULES TRANSNO-8", "tgt_handler.c: tgt_handle_recovery, req_can_reconstruct",
+           "tgt_lastrcvd.c: tgt_last_rcvd_update (lcd_last_xid)"])
+def _(s):
+    s.connect("c1")
+    c = s.clients["c1"]
+    s.probe("c1")
+    s.create("c1", 1)
+    buf = ost_body(2, MD["FLMTIME"], o_mtime=TIME)
+    xid, data = c.request("OST_SETATTR", [buf])
+    c.unreplied.add(xid)              # the reply is "lost": pb_last_xid stays below the XID
+    first = s.send("c1", (xid, data), ok("nonzero", why="setattr"), "setattr mtime (reply lost)", oid=s.obj(1))
+    s.send("c1", c.request("OST_SETATTR", [buf], xid=xid),
+           dropped("the export's last transaction XID again, without MSG_RESENT or MSG_REPLAY"),
+           "the same request again, without MSG_RESENT", oid=s.obj(1))
+    s.send("c1", c.request("OST_SETATTR", [buf], xid=xid, flags=C("MSG_RESENT")), None,
+           "the same request, MSG_RESENT", same_as=first, oid=s.obj(1))
+    c.unreplied.discard(xid)
+    s.getattr("c1", 1, fresh(mtime=TIME), "getattr: the setattr ran (once or twice: the same)")
+
+
 def _rejection(opc_name, buffers, expect, note, **kw):
     def build(s):
         s.connect("c1")
@@ -838,9 +861,11 @@ def _(s):
     c2 = s.clients["c2"]
     claim = c2.request("OST_SETATTR", [ost_body(2, MD["FLUID"], o_uid=4)], flags=C("MSG_REPLAY"))
     ran = Expect(type=REPLY_T, status=0, transno="any", requirement="RCV-CLAIMED-1",
-                 why="the first claimant's reply came before: the transno is below the next expected one, so it runs")
+                 why="the first claimant's reply came before: the transno is below the next expected one, so it runs "
+                     "(at once, or, sent while the recovery thread had not yet moved the next expected transno on, "
+                     "once queued: replay_request_or_update)")
     claims = [s.send("c2", claim, ran, f"c2 replays c1's transno ({why})", transno_from=setattr_, oid=s.obj(1),
-                     if_outcome={"step": r, "outcome": [outcome]})
+                     if_outcome={"step": r, "outcome": [outcome]}, later=True)
               for outcome, why in (("expected", "after c1's replay ran"), ("skipped", "c1 saw it committed"))]
     s.done("c1")
     s.done("c2")

@@ -324,11 +324,16 @@ class Target:
         self.final_queue: list[Held] = []              # MSG_LOCK_REPLAY_DONE requests
         self.replayed: dict[int, str] = {}             # transno -> UUID that replayed it
         self.req_replay_over = False
+        self.window_transno: int | None = None         # the transno of the queued replay run last
+        self._window: int | None = None
         self._out: list[dict] = []
         self._current: Held | None = None
         self._current_reply: bytes | None = None
 
     def exchange(self, data: bytes, xid: int, client: str) -> dict:
+        # TargetConfig.claim_window: the request that follows the run of a queued replay comes
+        # before the next expected transno has moved past it
+        self._window, self.window_transno = self.window_transno, None
         self._out = []
         self._current = None
         self._current_reply = None
@@ -460,8 +465,9 @@ class Target:
         # row 12 (tgt_handle_recovery, req_can_reconstruct): the OST remembers one XID per
         # export, lcd_last_xid, the XID of its latest request that ran a transaction; that XID
         # again without MSG_RESENT / MSG_REPLAY is dropped.  Any older XID runs as a new request.
-        if xid == exp.last_trans_xid and not req.flags & (MSG_RESENT | MSG_REPLAY):
-            return None
+        if xid == exp.last_trans_xid and not req.flags & (MSG_RESENT | MSG_REPLAY) and cfg.check_last_trans_xid \
+                and cfg.recovery:
+            return None                 # (a target with recovery disabled never looks: tgt_handle_recovery)
         if self.recovering:
             return self._recovery_filter(exp, req, row)                      # row 11
         return self._process(exp, req)
@@ -489,6 +495,9 @@ class Target:
             return self._process(exp, req)              # not a replay: served at once
         if not self.config.replay_in_transno_order:     # (bug) replays run as they arrive
             return self._process(exp, req)
+        if self.config.claim_window and req.transno == self._window == self.next_recovery_transno - 1:
+            self.replay_queue.insert(0, held)           # queued before the count moved: waits (below)
+            return self._hold(held)
         if req.transno < self.next_recovery_transno:
             # below the next expected transno (committed before the crash, already replayed or
             # skipped as a gap): runs at once, whoever replayed that transno before
@@ -533,6 +542,15 @@ class Target:
             replaying = [e for e in self.exports.values() if not e.req_done]
             if self.replay_queue:
                 first = self.replay_queue[0]
+                if first.req.transno < self.next_recovery_transno:
+                    # a claim queued in the window (claim_window): it runs once no client is
+                    # still replaying (Lustre's gap rule would trip its assertion before that)
+                    if replaying and not force:
+                        return
+                    self.replay_queue.pop(0)
+                    self._run_held(first)
+                    self.next_recovery_transno += 1
+                    continue
                 if first.req.transno == self.next_recovery_transno:
                     pass
                 elif force or all(any(h.uuid == e.uuid for h in self.replay_queue) for e in replaying):
@@ -541,6 +559,7 @@ class Target:
                     return
                 self.replay_queue.pop(0)
                 self._run_held(first)
+                self.window_transno = first.req.transno
                 self.next_recovery_transno += 1
                 continue
             if replaying and not force:

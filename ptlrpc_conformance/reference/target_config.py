@@ -64,6 +64,9 @@ class TargetConfig:
 
     # ---- not bugs: behaviours a conforming target may choose ----------------------------
     grant_rdonly: bool = False            # grants OBD_CONNECT_RDONLY when asked (an MDT does) and enforces it
+    claim_window: bool = False            # a replay of the transno whose reply the recovery thread has just
+    #                                       sent is queued, not run (it came before the next expected transno
+    #                                       moved: replay_request_or_update); it runs once no client replays
     # configurations of Lustre's OST (the hello may declare them: docs/testee-protocol.md §2.1.2)
     project_quota: bool = True            # False: an OST without project quota (ldiskfs without the project
     #                                       feature): a new projid is refused -EOPNOTSUPP (a punch still truncates)
@@ -92,6 +95,7 @@ class TargetConfig:
     check_handle: bool = True             # False: a request with an unknown pb_handle is served
     check_conn_cnt: bool = True           # False: a request with a stale pb_conn_cnt is served
     check_ealready: bool = True           # False: reconnects with the same count or another handle accepted
+    check_last_trans_xid: bool = True     # False: the last transaction's XID again without MSG_RESENT is run (row 12)
     reconnect_flag: bool = True           # False: reconnect replies lack MSG_CONNECT_RECONNECT
     resend_new_transno: bool = False      # a resend gets its saved reply under a new transno (a mix)
     err_opc_zero: bool = False            # ERR replies carry pb_opc 0, not the request's opcode

@@ -370,6 +370,9 @@ class TargetChecker:
                 flag("TGT-CONN-1", f"granted connect flags {flags & ~asked['ocd_connect_flags']:#x} were not asked for")
             if flags & C("OBD_CONNECT_FLAGS2") and flags2 & ~asked["ocd_connect_flags2"]:
                 flag("TGT-CONN-1", f"granted connect flags2 {flags2 & ~asked['ocd_connect_flags2']:#x} were not asked for")
+            if asked["ocd_connect_flags"] & C("OBD_CONNECT_FULL20") and not flags & C("OBD_CONNECT_FULL20"):
+                # target_handle_connect refuses a connect without it: a successful one grants it
+                flag("TGT-CONN-1", f"the granted connect flags {flags:#x} lack OBD_CONNECT_FULL20")
         if not reconnect:
             self.generations[client] = self.generations.get(client, 0) + 1   # a new export
         self.dead.pop(r["pb_handle"], None)
