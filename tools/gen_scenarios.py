@@ -498,8 +498,8 @@ def projid_request(s, opc, k, note, valid, cond=None, **fields):
     §3, "Project ids").  Returns the step."""
     extra = {"o_blocks": EOF} if opc == "OST_PUNCH" else {}
     return s.body("c1", opc, k, AnyOf([
-        (APPLIED, ok("nonzero", why=f"{opc} of a projid: applied")),
-        (DROPPED, ok("nonzero", why=f"{opc} of a projid: dropped silently (ZFS before 0.8)")),
+        (APPLIED, reply(0, "nonzero", requirement="TGT-OBJ-1", why=f"{opc} of a projid: applied")),
+        (DROPPED, reply(0, "nonzero", requirement="TGT-OBJ-1", why=f"{opc} of a projid: dropped silently (ZFS before 0.8)")),
         (REFUSED, reply("EOPNOTSUPP", requirement="TGT-OBJ-1", why=f"{opc} of a projid without project quota"))]),
         note, valid | (SIZE_BITS if opc == "OST_PUNCH" else 0), cond=cond, **fields, **extra)
 
