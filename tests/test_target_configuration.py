@@ -162,3 +162,37 @@ def test_the_hello_configuration_member():
             parse_hello(dict(base, configuration=bad))
     assert reference.ost_without_recovery().hello()["configuration"] == {"project_quota": True, "recovery": False}
     assert "configuration" not in make_testee().hello()
+
+
+# ---- recovery disabled -------------------------------------------------------------------------
+
+TARGET_AREA = [s for s in SCENARIOS.values() if "restart" not in s.needs]
+
+
+@pytest.mark.parametrize("testee", [reference.ost_without_recovery,
+                                    lambda: make_testee(target_config=TargetConfig(recovery=False),
+                                                        capabilities=("target",))],
+                         ids=["declared", "undeclared"])
+def test_a_target_with_recovery_disabled_passes_the_target_scenarios(testee):
+    """No MSG_CONNECT_REPLAYABLE, no transno, row 12 never applied: before, every connect
+    (REPLAYABLE required) and every change (a transno required) failed it."""
+    for s in TARGET_AREA:
+        assert scen.run(s, _adapter(testee()))[0] == [], s.id
+    problems, records = _run("target.conn.connect-ping", testee())
+    assert problems == [] and reply(0, handle="nonzero", op_flags_all=spec.constant("MSG_CONNECT_REPLAYABLE")
+                                    ).check(records[0].reply)[0]     # the old expectation fails it
+
+
+def test_recovery_is_one_configuration_a_run():
+    """Declared recovery enabled, a connect without REPLAYABLE fails; declared disabled, one with
+    it fails."""
+    problems, _ = _run("target.obj.lifecycle", _Lying({"recovery": True}, target_config=TargetConfig(recovery=False)))
+    assert problems and "TGT-CONN-1" in problems[0] and "REPLAYABLE" in problems[0]
+    problems, _ = _run("target.obj.lifecycle", _Lying({"recovery": False}))
+    assert problems and "TGT-CONN-1" in problems[0]
+
+
+def test_the_reference_without_recovery_certifies(run_cli):
+    run = run_cli("certify", "--iut", "python:ptlrpc_conformance.reference:ost_without_recovery",
+                  "--area", "target", examples=100)
+    assert run.rc == 0, run.stdout[-3000:]

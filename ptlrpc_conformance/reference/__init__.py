@@ -28,8 +28,11 @@ def ost_without_project_quota() -> ReferenceTestee:
 
 
 def ost_without_recovery() -> ReferenceTestee:
-    """An OST set up with recovery disabled."""
-    return ost_with_configuration(recovery=False)
+    """An OST set up with recovery disabled.  It has no recovery to restart into, so it does
+    not offer `restart` (the recovery cases are not applicable to it)."""
+    testee = ost_with_configuration(recovery=False)
+    testee.capabilities.remove("restart")
+    return testee
 
 
 __all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "Target", "TargetConfig", "make_testee",

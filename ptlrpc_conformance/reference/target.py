@@ -634,7 +634,8 @@ class Target:
         uuid = bufs[2].split(b"\0", 1)[0].decode("latin-1")
         conn_cnt = req.body["pb_conn_cnt"]
         exp = self.exports.get(uuid)
-        op_flags = CONNECT_REPLAYABLE
+        # target_handle_connect says MSG_CONNECT_REPLAYABLE only while OBDF_REPLAYABLE is set
+        op_flags = CONNECT_REPLAYABLE if cfg.recovery else 0
         if exp is None:
             if self.recovering and cfg.busy_new_clients:
                 return self._reject(req, "EBUSY", None)
@@ -775,6 +776,10 @@ class Target:
         mode = self.opcodes[C(name)]["transno"]
         if name in self.config.extra_transno_opcodes:
             return True
+        if not self.config.recovery:
+            # recovery disabled: tgt_init registers no transaction callbacks, so no
+            # tgt_txn_stop_cb / tgt_last_rcvd_update: no transno, no last_committed
+            return False
         return mode == "yes" or (mode == "replay_create" and exp.replay_create)
 
     def _transact(self, exp: Export, req: Request, name: str, status: int, effects: list,

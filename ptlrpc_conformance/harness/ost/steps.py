@@ -137,6 +137,42 @@ class StepJudge:
     def __post_init__(self):
         self.checker = TargetChecker(reconstruct=self.reconstruct)
         self.projid = projid_modes(self.configuration)
+        # recovery enabled (True) or disabled (False): declared, else learnt from the first
+        # successful connect reply (MSG_CONNECT_REPLAYABLE), and kept for the whole run
+        self.recovery = {self.configuration["recovery"]} if "recovery" in self.configuration else {True, False}
+        if self.recovery == {False}:
+            self.checker.recovery_disabled = True
+
+    def _recovery_expectation(self, expect):
+        """`expect` as it reads on a target with recovery disabled (docs/target-rules.md §4,
+        "Recovery disabled"): no MSG_CONNECT_REPLAYABLE, no transno anywhere; outcomes named
+        "recovery:enabled" / "recovery:disabled" kept by the mode."""
+        if self.recovery != {False}:
+            if isinstance(expect, AnyOf):
+                keep = [(n, e) for n, e in expect.alternatives if n != "recovery:disabled"] \
+                    if self.recovery == {True} else expect.alternatives
+                return AnyOf(keep) if keep else expect
+            return expect
+        from dataclasses import replace as _replace
+
+        def one(e):
+            if not isinstance(e, Expect) or not e.reply:
+                return e
+            replayable = wire.C("MSG_CONNECT_REPLAYABLE")
+            return _replace(e, transno="zero" if e.transno == "nonzero" else e.transno,
+                            op_flags_all=e.op_flags_all & ~replayable,
+                            op_flags_none=e.op_flags_none | (replayable if e.handle else 0))
+        if isinstance(expect, AnyOf):
+            keep = [(n, one(e)) for n, e in expect.alternatives if n != "recovery:enabled"]
+            return AnyOf(keep) if keep else expect
+        return one(expect)
+
+    def _learn_recovery(self, rep) -> None:
+        """A successful connect reply tells whether recovery is enabled (MSG_CONNECT_REPLAYABLE)."""
+        if connect_cookie(rep) is None or len(self.recovery) == 1:
+            return
+        self.recovery = {bool(rep.body["pb_op_flags"] & wire.C("MSG_CONNECT_REPLAYABLE"))}
+        self.checker.recovery_disabled = self.recovery == {False}
 
     def keep_projid(self, modes) -> None:
         """The target's answers so far are those of `modes` only (one configuration a run)."""
@@ -195,7 +231,10 @@ class StepJudge:
         evicted = client in self.maybe_evicted and _is_enotconn(reply)
         if evicted:
             expect = None               # evicted at an expiry: what the step expected no longer applies
-        expect, kept_to = self._projid_expectation(expect)
+        expect, kept_to = self._projid_expectation(self._recovery_expectation(expect))
+        if len(self.recovery) > 1:
+            self._learn_recovery(wire.try_parse(reply, "reply")[0])
+            expect = self._recovery_expectation(expect)
         found, rep, outcome = check_any(expect, reply)
         found = [p + kept_to for p in found]
         if not found:
