@@ -609,7 +609,11 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
                 told[st.client] = max(told.get(st.client, 0), steps.committed.get(st.client, 0))
         absorb(deferred)
     for n, client, xid in steps.never_answered():
-        problems.append(f"step {n} ({client} xid {xid}): RCV-ORDER-1: the deferred reply never came")
+        # a claim of a transno whose first claimant had been answered must run (RCV-CLAIMED-1);
+        # any other held request's reply is owed by the replay order (RCV-ORDER-1)
+        exp = scenario.steps[n - 1].expectation
+        rule = "RCV-CLAIMED-1" if isinstance(exp, Expect) and exp.requirement == "RCV-CLAIMED-1" else "RCV-ORDER-1"
+        problems.append(f"step {n} ({client} xid {xid}): {rule}: the deferred reply never came")
     if judged is not None:
         judged += steps.judged
     return problems, records
