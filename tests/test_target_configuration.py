@@ -192,7 +192,24 @@ def test_recovery_is_one_configuration_a_run():
     assert problems and "TGT-CONN-1" in problems[0]
 
 
+def test_a_restart_with_recovery_disabled_has_no_recovery():
+    """recovery.disabled judges both settings; the scenarios that judge recovery are not
+    applicable to a target with recovery disabled (declared or shown by its connect reply)."""
+    for testee in (reference.ost_without_recovery, make_testee,
+                   lambda: make_testee(target_config=TargetConfig(recovery=False))):
+        assert _run("recovery.disabled", testee())[0] == []
+    for testee in (reference.ost_without_recovery, lambda: make_testee(target_config=TargetConfig(recovery=False))):
+        with pytest.raises(scen.RecoveryDisabled):
+            _run("recovery.replay.one-client", testee())
+    # a target with recovery disabled that still recovers after a restart fails it
+    problems, _ = _run("recovery.disabled", _Lying({"recovery": False}))
+    assert problems and "TGT-CONN-1" in problems[0]
+
+
 def test_the_reference_without_recovery_certifies(run_cli):
     run = run_cli("certify", "--iut", "python:ptlrpc_conformance.reference:ost_without_recovery",
-                  "--area", "target", examples=100)
+                  "--area", "target", "--area", "recovery", examples=100)
     assert run.rc == 0, run.stdout[-3000:]
+    verdicts = run.verdicts()
+    assert verdicts["recovery.disabled.exchange"] == "pass"
+    assert verdicts["recovery.replay.one-client.exchange"] == "not-applicable"

@@ -848,6 +848,50 @@ def _(s):
     s.getattr("c1", 1, fresh(), "getattr after recovery")
 
 
+@scenario("recovery.disabled", "a target with recovery disabled says no MSG_CONNECT_REPLAYABLE, gives no transno and "
+          "after a restart has no recovery: a reconnect gets a new export; one with recovery enabled recovers",
+          ["TGT-CONN-1", "TGT-TRANSNO-2", "RCV-CONN-1", "RCV-STATE-1"],
+          ["ofd_dev.c: ofd_init0 (OBDF_REPLAYABLE)", "tgt_main.c: tgt_init (no transaction callbacks without it)",
+           "ldlm_lib.c: target_handle_connect, target_recovery_init", "ofd_obd.c: ofd_obd_connect"],
+          needs=("target", "restart"))
+def _(s):
+    c = s.client("c1")
+    enabled, disabled = "recovery:enabled", "recovery:disabled"
+    first = s.send("c1", c.connect(), AnyOf([
+        (enabled, reply(0, requirement="TGT-CONN-1", handle="nonzero", op_flags_all=REPLAYABLE,
+                        op_flags_none=RECONNECT, why="connect (recovery enabled)")),
+        (disabled, reply(0, requirement="TGT-CONN-1", handle="nonzero", op_flags_none=REPLAYABLE | RECONNECT,
+                         why="connect (recovery disabled: no MSG_CONNECT_REPLAYABLE)"))]), "connect")
+    s.live.add("c1")
+    on = {"if_outcome": {"step": first, "outcome": enabled}}
+    off = {"if_outcome": {"step": first, "outcome": disabled}}
+    s.probe("c1")
+    s.create("c1", 1)
+    setattr_ = s.body("c1", "OST_SETATTR", 1, ok("nonzero", why="setattr (no transno with recovery disabled)"),
+                      "setattr uid 7", MD["FLUID"], o_uid=7)
+    s.op("restart")
+    # recovery enabled: the client reconnects into recovery and replays what it has not seen committed
+    s.default_cond = dict(on)
+    s.connect("c1", recovering=True)
+    s.replay("c1", setattr_)
+    s.done("c1")
+    s.op("end_recovery", **on)
+    s.getattr("c1", 1, fresh(uid=7, mode=0o3666), "getattr: the setattr is there (committed or replayed)",
+              requirement="RCV-STATE-1")
+    # recovery disabled: no client was remembered, so no recovery; the reconnect makes a new
+    # export (no RECOVERING, no REPLAYABLE); what the crash kept is not known (no transno tells)
+    s.default_cond = dict(off)
+    s.send("c1", c.connect(), reply(0, requirement="RCV-CONN-1", handle="nonzero",
+                                    op_flags_none=REPLAYABLE | RECOVERING | RECONNECT,
+                                    why="after a restart with recovery disabled: a new export, no recovery"),
+           "reconnect: a new export")
+    s.getattr("c1", 1, AnyOf([("kept", model.getattr_expect(fresh(uid=7, mode=0o3666), "RCV-STATE-1")),
+                              ("setattr-lost", model.getattr_expect(fresh(), "RCV-STATE-1")),
+                              ("create-lost", reply("ENOENT", requirement="RCV-STATE-1", why="the create was lost"))]),
+              "getattr: the changes may or may not have survived the crash (nothing tells what committed)")
+    s.default_cond = {}
+
+
 @scenario("recovery.claimed-transno", "a replay of a transno another client's replay already ran with runs too "
           "(it is below the next expected transno)", ["RCV-CLAIMED-1"],
           ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request"], needs=("target", "restart"))

@@ -370,7 +370,7 @@ class Target:
         self.cookies = {}
         remembered = {}
         for uuid, exp in self.exports.items():
-            if exp.anonymous:
+            if exp.anonymous or not cfg.recovery:       # recovery disabled: no client in last_rcvd
                 continue
             trans_xid = exp.last_trans_xid if cfg.restart_keeps_uncommitted else exp.durable_trans_xid
             remembered[uuid] = Export(uuid=uuid, client_handle=exp.client_handle, flags=exp.flags,

@@ -426,6 +426,17 @@ class TargetError(Exception):
     """The testee could not carry out an operation (crash, timeout, protocol error, refusal)."""
 
 
+class RecoveryDisabled(Exception):
+    """The target runs with recovery disabled (declared in its hello, or shown by its connect
+    replies) and the scenario judges recovery: not applicable to it (docs/target-rules.md §4)."""
+
+
+def handles_recovery_disabled(scenario: "Scenario") -> bool:
+    """The scenario has outcomes for a target with recovery disabled ("recovery:disabled")."""
+    return any(isinstance(st.expectation, AnyOf) and "recovery:disabled" in st.expectation.names
+               for st in scenario.steps)
+
+
 def call(adapter, request: dict) -> dict:
     outcome = adapter.call(request)
     if not outcome.ok:
@@ -545,6 +556,8 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
             skip(n, f"{st.op}: {unmet(st)}")
             continue
         if st.op == "restart":
+            if steps.recovery == {False} and not handles_recovery_disabled(scenario) and not problems:
+                raise RecoveryDisabled(f"{scenario.id} judges recovery; the target runs with recovery disabled")
             result = call(adapter, {"op": "restart"})
             point = result.get("last_committed")
             if point is not None and (not isinstance(point, int) or isinstance(point, bool) or point < 0):

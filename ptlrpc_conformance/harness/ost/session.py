@@ -342,3 +342,19 @@ class Session:
         if apply:
             apply(rep)
         return xid, data, len(self.steps), rep
+
+
+def recovery_disabled(adapter) -> bool:
+    """The target runs with recovery disabled: its hello says so, or (nothing declared) a
+    connect on a reset target is answered without MSG_CONNECT_REPLAYABLE (docs/target-rules.md
+    §4).  A probe that fails says nothing: False."""
+    declared = hello_configuration(adapter).get("recovery")
+    if declared is not None:
+        return not declared
+    s = Session(adapter)
+    try:
+        s.reset()
+        s.connect(s.add_client("probe"))
+    except Exception:
+        return False
+    return s.judge.recovery == {False}
