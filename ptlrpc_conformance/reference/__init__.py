@@ -26,5 +26,24 @@ def release_testee(release: str) -> ReferenceTestee:
     return ReferenceTestee(config, name=f"ptlrpc-conformance reference (as Lustre {release})")
 
 
+# The reference in the configurations of Lustre's OST that change what a target answers, each
+# declared in the hello (docs/testee-protocol.md §2.1.2):
+#   --iut python:ptlrpc_conformance.reference:ost_without_project_quota
+#   --iut python:ptlrpc_conformance.reference:ost_without_recovery
+def ost_with_configuration(**settings) -> ReferenceTestee:
+    """The reference OST set up with TargetConfig `settings`, declaring them in its hello."""
+    return ReferenceTestee(target_config=TargetConfig(**settings), declare_configuration=True)
+
+
+def ost_without_project_quota() -> ReferenceTestee:
+    """An OST without project quota (ldiskfs without the project feature)."""
+    return ost_with_configuration(project_quota=False)
+
+
+def ost_without_recovery() -> ReferenceTestee:
+    """An OST set up with recovery disabled: a restart remembers no client."""
+    return ost_with_configuration(recovery=False)
+
+
 __all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "Target", "TargetConfig", "make_testee",
-           "release_testee"]
+           "ost_with_configuration", "ost_without_project_quota", "ost_without_recovery", "release_testee"]

@@ -107,6 +107,7 @@ class TargetChecker:
     generations: dict[str, int] = field(default_factory=dict)
     count: int = 0
     reconstruct: bool = False            # profile lustre-2.17.57-reconstruct: TGT-RESEND-2
+    recovery_disabled: bool = False      # the target runs with recovery disabled: no REPLAYABLE, no transnos
     unmodelled: int = 0                  # exchanges of opcodes the rules do not model (not judged on transnos)
     settled_max: int = 0                 # the highest transno of a reply captured before the current request
     issued: set[int] = field(default_factory=set)                   # non-replay transnos issued (distinctness)
@@ -284,7 +285,8 @@ class TargetChecker:
                 flag("RCV-EPOCH-1", f"transno {transno:#x} after recovery is not in a new epoch (must exceed {self.epoch_floor:#x})")
             if modelled and not self._may_take_transno(client, opc, req, rep):
                 flag("TGT-TRANSNO-2", f"transno {transno:#x} on a {rep.type_name} with status {status} to opcode {opc}, which runs no transaction")
-        elif modelled and r["pb_type"] == REPLY and status == 0 and opc in self.transaction_ops:
+        elif modelled and r["pb_type"] == REPLY and status == 0 and opc in self.transaction_ops \
+                and not self.recovery_disabled:
             flag("TGT-TRANSNO-2", f"a successful opcode {opc} ran a transaction but the reply's transno is 0")
         self.max_transno = max(self.max_transno, transno)
         if opc in self.mutable_ops and r["pb_type"] == REPLY and original is None:
@@ -348,8 +350,11 @@ class TargetChecker:
             flag("TGT-TRANSNO-2", f"a connect reply carries transno {r['pb_transno']:#x}")
         if not r["pb_handle"]:
             flag("TGT-CONN-1", "a successful connect reply carries no export cookie (pb_handle 0)")
-        if not op & C("MSG_CONNECT_REPLAYABLE"):
+        if not op & C("MSG_CONNECT_REPLAYABLE") and not self.recovery_disabled:
             flag("TGT-CONN-1", f"a connect reply without MSG_CONNECT_REPLAYABLE (pb_op_flags {op:#x})")
+        elif op & C("MSG_CONNECT_REPLAYABLE") and self.recovery_disabled:
+            flag("TGT-CONN-1", f"a connect reply with MSG_CONNECT_REPLAYABLE (pb_op_flags {op:#x}) from a target "
+                               f"with recovery disabled")
         if infer_recovery and recovering and not self.recovering:
             self.restart()              # a trace shows a restart only this way
         elif infer_recovery and self.recovering and not recovering and self._restart_epoch is not None:
@@ -370,6 +375,9 @@ class TargetChecker:
                 flag("TGT-CONN-1", f"granted connect flags {flags & ~asked['ocd_connect_flags']:#x} were not asked for")
             if flags & C("OBD_CONNECT_FLAGS2") and flags2 & ~asked["ocd_connect_flags2"]:
                 flag("TGT-CONN-1", f"granted connect flags2 {flags2 & ~asked['ocd_connect_flags2']:#x} were not asked for")
+            if asked["ocd_connect_flags"] & C("OBD_CONNECT_FULL20") and not flags & C("OBD_CONNECT_FULL20"):
+                # target_handle_connect refuses a connect without it: a successful one grants it
+                flag("TGT-CONN-1", f"the granted connect flags {flags:#x} lack OBD_CONNECT_FULL20")
         if not reconnect:
             self.generations[client] = self.generations.get(client, 0) + 1   # a new export
         self.dead.pop(r["pb_handle"], None)
