@@ -124,6 +124,8 @@ def test_between_collects_the_changes_of_every_step():
     (lambda d: d["differences"][0].pop("effect"), "missing ['effect']"),
     (lambda d: d["differences"][0].update(cite=[]), "cite names no Lustre function"),
     (lambda d: d["releases"][0].update(release="2.12"), "not a version"),
+    (lambda d: d.pop("unchanged"), "unchanged (what was checked and found the same) is missing"),
+    (lambda d: d.update(extra=1), "unknown top-level keys ['extra']"),
 ])
 def test_validation_names_each_problem(breakage, message):
     data = raw()

@@ -110,6 +110,7 @@ def text() -> str:
         for d in ds:
             out.append(f"\n### `{d.id}` — {d.lu} ({KIND_WORDS[d.kind]})\n\n")
             out.append("\n".join(_bullets(d, lambda c: c[:10])) + "\n")
+    out.append("\n## What did not change\n\n" + data["unchanged"].strip() + "\n")
     out.append("\n## What was read of the target code, per release\n")
     for r in data["releases"]:
         out.append(f"\n### {r['release']} (`{r['tag']}`)\n\n")

@@ -75,6 +75,11 @@ def validate(data: dict, requirement_ids: set[str] | None = None) -> list[str]:
             problems.append(f"release {name}: commit {r['commit']!r} is not a 40-digit hash")
     if len(set(names)) != len(names):
         problems.append("a release is listed twice")
+    if not isinstance(data.get("unchanged"), str) or not data["unchanged"].strip():
+        problems.append("unchanged (what was checked and found the same) is missing")
+    unknown_top = data.keys() - {"format", "releases", "unchanged", "differences", "notes"}
+    if unknown_top:
+        problems.append(f"unknown top-level keys {sorted(unknown_top)}")
     for i, n in enumerate(data.get("notes") or []):
         if not (isinstance(n, dict) and isinstance(n.get("title"), str) and n["title"].strip()
                 and isinstance(n.get("text"), str) and n["text"].strip()):
