@@ -6,6 +6,7 @@ release that first has them, and docs/releases.md is what tools/gen_releases_doc
 of the file."""
 import copy
 import fnmatch
+import re
 import subprocess
 import sys
 
@@ -147,3 +148,15 @@ def test_releases_doc_names_every_difference_release_and_profile():
     for r in RELEASES:
         assert f"### {r} (`v{r.replace('.', '_')}`)" in doc
     assert "lustre-<release>[-literal][-reconstruct]" in doc and "`lustre-2.17.57`" in doc
+
+
+def test_requirements_say_where_their_rule_depends_on_the_release():
+    """A difference that changes how a case of the suite is decoded or answered touches a
+    requirement whose statement names the release it depends on."""
+    statements = {r["id"]: r["statement"] for r in
+                  yaml.safe_load((ROOT / "ptlrpc_conformance" / "spec" / "requirements.yaml").read_text())["requirements"]}
+    for d in rd.differences():
+        if d.kind == "format" or not d.cases:
+            continue
+        assert any(re.search(r"\b2\.1[0-9](\.[0-9]+)?\b", statements[r]) for r in d.requirements), (
+            f"{d.id}: none of {', '.join(d.requirements)} says which releases its rule holds for")
