@@ -65,8 +65,9 @@ names. Requirements whose rule depends on the release say so in their statement 
 Kinds of difference: **decode** changes how a message or structure is read (a field swapped
 or not, a buffer bounded or not); **target behaviour** changes what a target answers or does;
 **layout, name or mask** changes a structure's size or field names, a constant's name or what
-an OST may grant, with no verdict of its own. "Cases" are the case ids (docs/ids.md) whose
-verdict can change; none listed means no case of the suite sends what changed.
+an OST may grant (where such a change lists cases, they are structure cases, judged against the
+layout of the profile's release). "Cases" are the case ids (docs/ids.md) whose verdict can
+change; none listed means no case of the suite sends what changed.
 
 ## The releases
 
