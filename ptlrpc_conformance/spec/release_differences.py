@@ -26,7 +26,7 @@ LU_RE = re.compile(r"^LU-[0-9]+$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 RELEASE_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 KEYS = {"id", "from", "to", "lu", "commit", "what", "requirements", "cases", "effect", "kind", "cite"}
-OPTIONAL_KEYS = {"since", "also"}
+OPTIONAL_KEYS = {"since", "also", "fields"}
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,9 @@ def validate(data: dict, requirement_ids: set[str] | None = None) -> list[str]:
                 problems.append(f"{where}: {key} must be a list of strings")
         if not d.get("cite"):
             problems.append(f"{where}: cite names no Lustre function")
+        if "fields" in d and not (isinstance(d["fields"], list) and d["fields"] and all(
+                isinstance(x, str) and re.fullmatch(r"(header|body)\.[a-z_0-9]+", x) for x in d["fields"])):
+            problems.append(f"{where}: fields must be a list of decoded fields like body.pb_uid")
         if requirement_ids is not None:
             for req in d.get("requirements") or []:
                 if req not in requirement_ids:
