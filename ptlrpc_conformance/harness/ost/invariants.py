@@ -429,7 +429,7 @@ class TargetChecker:
                 and status == 0 and not self._replaying()):
             # final pings are answered once recovery is over (target_recovery_thread): it is,
             # for the requests sent after this reply
-            self._ends_at = done
+            self._ends_at = done if self._ends_at is None else min(self._ends_at, done)
         if sent_at is None:
             self._settle(self.count + 1)
         return out
@@ -494,7 +494,12 @@ class TargetChecker:
         if infer_recovery and recovering and not self.recovering:
             self.restart()              # a trace shows a restart only this way
         elif infer_recovery and self.recovering and not recovering and self._restart_epoch is not None:
-            self.recovery_ended()       # a connect served outside recovery: it is over (or never began)
+            # a connect served outside recovery: it is over (or never began); in a trace, for
+            # the requests sent after this reply (those in flight may have run before the end)
+            if self.sees_all:
+                self.recovery_ended()
+            else:
+                self._ends_at = done if self._ends_at is None else min(self._ends_at, done)
         if infer_recovery and recovering and self.recovering:
             self._reconnected.add(client)
         self._gone.discard(client)
