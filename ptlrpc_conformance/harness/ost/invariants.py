@@ -220,7 +220,8 @@ class TargetChecker:
     def _settle(self, now: int) -> None:
         """Replies captured before `now` (a request's send time) are known to that request."""
         if self._ends_at is not None and self._ends_at < now:
-            self.recovery_ended()       # a final ping was answered before this request was sent
+            self.recovery_ended()       # seen over (a final ping answered, a connect served without
+            #                             MSG_CONNECT_RECOVERING) before this request was sent
         keep = []
         for answered_at, transno, key, lc in self._pending:
             if answered_at < now:
@@ -416,9 +417,10 @@ class TargetChecker:
             if committed > top and not self.sees_all and client in self._history_unseen:
                 note(("history", client, self.generations.get(client, 0)),
                      f"cannot tell: pb_last_committed {committed:#x} is above every transno the trace shows "
-                     f"({f'{top:#x}' if top else 'none yet'}); the checker did not see client {client}'s export created, so it may be a "
-                     "transaction of the client's from before the trace began (a reconnect is told the "
-                     "export's last committed transno, after a restart the one last_rcvd holds)")
+                     f"({f'{top:#x}' if top else 'none yet'}); the checker did not see client {client}'s export "
+                     "created, so it may be a transaction of the client's from before the trace began (a "
+                     "reconnect is told the export's last committed transno, after a restart the one "
+                     "last_rcvd holds)")
             elif committed > top:
                 flag("TGT-TRANSNO-3", f"pb_last_committed {committed:#x} is above the highest transno issued, {top:#x}")
             before = self.committed.get(gen_key, 0)

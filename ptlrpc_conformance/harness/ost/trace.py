@@ -160,7 +160,7 @@ class Result:
     def summary(self) -> str:
         out = f"{self.exchanges} exchanges, {len(self.violations)} violations"
         if self.notes:
-            out += f", {len(self.notes)} allowed as the trace cannot tell (notes above)"
+            out += f", {len(self.notes)} allowed and noted above"
         parts = [f"{self.judged} judged" + (f" on {len(self.targets)} OST target(s)" if self.targets else "")]
         if self.unmodelled:
             parts.append(f"{self.unmodelled} of opcodes the target rules do not model (not judged on transnos)")
