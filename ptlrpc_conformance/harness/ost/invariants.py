@@ -195,20 +195,20 @@ class TargetChecker:
         """Clients that reconnected during this recovery and may still be replaying."""
         return self._reconnected - self._finished - self._gone
 
-    def expired(self) -> None:
+    def expired(self) -> bool:
         """The recovery window expired once (the testee protocol's end_recovery; a trace's
         `recovery_expiry` event).  Lustre's target_recovery_overseer then evicts the clients
         that have not reconnected and either extends the window for the others or, at its hard
         limit, evicts every client that has not finished and ends recovery: so a client still
-        replaying may be found evicted from now on, and recovery is over only when none is
-        left (otherwise a later expiry, an answered final ping or a connect served without
-        MSG_CONNECT_RECOVERING tells that it is)."""
+        replaying may be found evicted from now on.  True if recovery is over (no such client
+        is left): the driver ends it (`recovery_ended`) once it has judged the replies the
+        expiry released.  Otherwise a later expiry, an answered final ping or a connect served
+        without MSG_CONNECT_RECOVERING tells that it is."""
         if not self.recovering:
-            return
+            return False
         left = self._replaying()
         self._maybe_gone |= left
-        if not left:
-            self.recovery_ended()
+        return not left
 
     # -- records --------------------------------------------------------------------------
     def _note(self, key: tuple, n: int, client: str, xid: int, message: str) -> None:

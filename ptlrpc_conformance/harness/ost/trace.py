@@ -222,13 +222,44 @@ def _split(records: list[dict]) -> tuple[dict, Result]:
     return targets, result
 
 
-def _event(checker: TargetChecker, event: str) -> None:
+def _event(checker: TargetChecker, event: str) -> bool:
+    """Tell the checker of an event line; True: recovery ended with it (an expiry that left no
+    client replaying), to be marked once the replies it released are judged."""
     if event == "restart":
         checker.restart()
     elif event == "recovery_expiry":
-        checker.expired()
+        return checker.expired()
     else:
         checker.recovery_ended()
+    return False
+
+
+def judge_in_order(checker: TargetChecker, records: list[dict]) -> list[Violation]:
+    """Feed one target's records, one exchange at a time, to `checker`: (the violations).  A
+    deferred reply is judged where it was sent: just before the record it was sent during, or
+    just after the event that released it (an expiry of the recovery window evicts first, then
+    answers what it released, then, when no client is left replaying, ends recovery)."""
+    events = {r["line"] for r in records if "event" in r}
+
+    def order(r: dict) -> tuple[int, int]:
+        if "replied_at" in r:
+            return (r["replied_at"], 1 if r["replied_at"] in events else 0)
+        return (r["line"], 0 if "event" in r else 1)
+
+    out: list[Violation] = []
+    ends_after = None               # the line of an expiry that ended recovery
+    for r in sorted(records, key=order):
+        if ends_after is not None and order(r)[0] > ends_after:
+            checker.recovery_ended()
+            ends_after = None
+        if "event" in r:
+            if _event(checker, r["event"]):
+                ends_after = r["line"]
+        else:
+            out += checker.observe(r["client"], r["xid"], r["request"], r["reply"], r["line"])
+    if ends_after is not None:
+        checker.recovery_ended()
+    return out
 
 
 def check_trace(records: list[dict]) -> Result:
@@ -239,12 +270,7 @@ def check_trace(records: list[dict]) -> Result:
     if not any("portal" in r for r in records if "event" not in r):
         checker = TargetChecker(sees_all=False)
         result = Result(exchanges=sum(1 for r in records if "event" not in r))
-        # a deferred reply is judged where it was sent: just before the record it was sent during
-        for r in sorted(records, key=lambda r: r["replied_at"] - 0.5 if "replied_at" in r else r["line"]):
-            if "event" in r:
-                _event(checker, r["event"])
-            else:
-                result.violations += checker.observe(r["client"], r["xid"], r["request"], r["reply"], r["line"])
+        result.violations = judge_in_order(checker, records)
         result.judged = result.exchanges
         result.unmodelled = checker.unmodelled
         result.notes = checker.notes
@@ -263,7 +289,8 @@ def check_trace(records: list[dict]) -> Result:
             highest.append(top)
         for name, r in recs:
             if name is None:
-                _event(checker, r["event"])
+                if _event(checker, r["event"]):
+                    checker.recovery_ended()
                 continue
             done = _answered(r)
             k = bisect.bisect_left(times, done)
