@@ -187,6 +187,10 @@ def test_check_trace_allows_what_it_cannot_see_and_says_so(run_cli, name):
     for part in NOTES[name]:
         assert part in notes[0], notes[0]
     assert "0 violations, 1 allowed and noted above" in run.stderr
+    # the same exchanges as a capture's records (portal 28: the OST's), split per target first
+    split = trace.check_trace([dict(r, portal=28) for r in trace.read(TRACES / name)])
+    named = [n.message.replace("c1 conformance-client-c1", "c1") for n in split.notes]   # a split names uuids
+    assert split.violations == [] and named == [notes[0].split(": ", 3)[3]]
 
 
 @pytest.mark.parametrize("name", sorted(STRICT))
