@@ -204,7 +204,7 @@ def test_the_live_checker_stays_strict(name):
     assert checker.notes == []
 
 
-def test_after_a_transno_seen_issued_last_committed_is_judged_again(tmp_path):
+def test_after_a_transno_seen_issued_last_committed_is_judged_again():
     """Once the trace shows a transno issued after the reconnect, every older transaction of the
     client is below it: a last committed value above every transno seen is a violation again."""
     records = trace.read(TRACES / "history-before-trace.jsonl")
