@@ -96,6 +96,48 @@ def _path(release: str):
     return resources.files(_PACKAGE).joinpath("releases").joinpath(f"{release}.json")
 
 
+@functools.lru_cache(maxsize=None)
+def _extracted(release: str) -> dict:
+    """The structures tools/gen_release_facts.py read from a release's own code (wiretest.c
+    and its headers), for the default release too: layouts compared release to release come
+    from the same extraction."""
+    path = resources.files(_PACKAGE).joinpath("releases").joinpath(f"{release}.json")
+    if not path.is_file():
+        raise UnknownRelease(f"no layout table for Lustre release {release!r}: ptlrpc_conformance/spec/releases/"
+                             f"{release}.json does not exist")
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    return {"structs": facts.get("structs") or {}, "field_names": facts.get("field_names") or {}}
+
+
+def differs_from_default(name: str, release: str | None = None) -> str | None:
+    """Why a release's code reads structure `name` otherwise than the default release's, or
+    None: it lays it out otherwise (size, offsets), does not have it, or names some of its
+    fields otherwise (padding there, which its code may leave unswapped).  A structure the
+    extraction does not cover (no wiretest.c assertion) is taken as the same."""
+    release = release_key(release)
+    if release == DEFAULT_RELEASE:
+        return None
+    try:
+        current = canonical(name)
+    except KeyError:
+        return None
+    mine, base = _extracted(release), _extracted(DEFAULT_RELEASE)
+    if current not in base["structs"]:
+        return None
+    if current not in mine["structs"]:
+        return f"Lustre {release} has no struct {current}"
+
+    def shape(entry):
+        return entry["size"], [(f["offset"], f["size"]) for f in entry["fields"]]
+    if shape(mine["structs"][current]) != shape(base["structs"][current]):
+        return f"Lustre {release} lays struct {current} out otherwise (docs/releases.md)"
+    renamed = sorted(mine["field_names"].get(current, {}))
+    if renamed:
+        return (f"Lustre {release} names fields of struct {current} otherwise ({', '.join(renamed)}: padding "
+                "there, possibly left unswapped)")
+    return None
+
+
 def sha256(release: str | None = None) -> str:
     """sha256 of the file a release's table is read from (for reports' fingerprints)."""
     load(release)                                   # UnknownRelease when there is none
