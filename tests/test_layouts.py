@@ -18,7 +18,16 @@ STRUCTS = layouts.load()["structs"]
 
 @pytest.fixture(scope="module")
 def wire(spec_sources):
-    return yaml.safe_load((spec_sources / "wire_facts.yaml").read_text())["structs"]
+    """wire_facts.yaml as the generators read it (tools/regen.py: corrected to the v2_17_57 tag)."""
+    return _regen().load_wire_facts(spec_sources)["structs"]
+
+
+def _regen():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("regen", ROOT / "tools" / "regen.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")

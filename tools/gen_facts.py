@@ -90,7 +90,7 @@ def _formats(table: dict, opcodes: dict) -> dict:
 
 
 def build(spec_dir: pathlib.Path) -> dict:
-    wire = yaml.safe_load((spec_dir / "wire_facts.yaml").read_text())
+    wire = regen.load_wire_facts(spec_dir)
     flags = yaml.safe_load((spec_dir / "flags.yaml").read_text())
     extra = yaml.safe_load(EXTRA.read_text())
 
