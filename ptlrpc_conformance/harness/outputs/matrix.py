@@ -217,7 +217,8 @@ def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
     base_rep = reports[base]
     matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT]
     return {"format": FORMAT, "base": base, "exit_status": exit_status,
-            "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "seed": base_rep.get("seed"),
+            "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "sha256": base_rep.get("sha256"),
+            "seed": base_rep.get("seed"),
             "selection": base_rep.get("selection"), "modes": base_rep.get("modes"),
             "incomplete": any(r.get("incomplete") for r in reports.values()),
             "conformant_to": matches, "releases": rows, "differences": follows(reports)}
