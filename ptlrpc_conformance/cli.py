@@ -758,6 +758,8 @@ def cmd_check_trace(argv: list[str]) -> int:
                               "message": v.message}))
         else:
             print(f"{args.file}:{v.record}: {v.rule}: client {v.client} xid {v.xid}: {v.message}")
+    for note in result.notes:           # allowed: not violations, said where the summary is
+        print(f"{args.file}:{note.record}: note: client {note.client} xid {note.xid}: {note.message}", file=sys.stderr)
     print(result.summary(), file=sys.stderr)
     return EXIT_FAIL if violations else EXIT_OK
 

@@ -191,7 +191,7 @@ def _trace(scenario_id: str, testee=None) -> list[dict]:
             if r.note.startswith("restart"):
                 out.append({"event": "restart"})
             elif r.note.startswith("end_recovery"):
-                out.append({"event": "recovery_end"})
+                out.append({"event": "recovery_expiry"})
             continue
         out.append({"client": r.client, "xid": r.xid, "request": r.request.hex(),
                     "reply": r.reply.hex() if r.reply is not None else None})

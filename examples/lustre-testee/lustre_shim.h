@@ -21,7 +21,9 @@
  *                                    0xEDB88320, no final inversion
  *   struct req_capsule,              stand-ins with exactly the members the extracted
  *   struct ptlrpc_request            functions touch: the two messages and the swab masks
- *                                    (__u32, as in lustre_req_layout.h)
+ *                                    (__u32, as in lustre_req_layout.h; in the request
+ *                                    itself up to 2.12, LT_REQUEST_HELPERS)
+ *   CLASSERT, cfs_size_round         libcfs's, for releases up to 2.12 and 2.15
  */
 #ifndef PTLRPC_CONFORMANCE_LUSTRE_SHIM_H
 #define PTLRPC_CONFORMANCE_LUSTRE_SHIM_H
@@ -46,6 +48,13 @@
 #define round_down(x, y) ((x) & ~__round_mask(x, y))
 
 #define BUILD_BUG_ON(cond) ((void)sizeof(char[1 - 2 * !!(cond)]))
+#define CLASSERT(cond) BUILD_BUG_ON(!(cond))      /* libcfs, up to 2.12 */
+
+/* libcfs_private.h up to 2.15: round up to 8 in size_t; the callers keep it in 32 bits */
+static inline size_t cfs_size_round(size_t val)
+{
+	return (val + 7) & ~(size_t)7;
+}
 #define BIT(nr) (1UL << (nr))
 #define max(x, y) ({ __typeof__(x) _max_x = (x); __typeof__(y) _max_y = (y); \
 		    _max_x > _max_y ? _max_x : _max_y; })
@@ -111,9 +120,37 @@ static inline __u32 crc32_le(__u32 crc, const unsigned char *p, size_t len)
 	return crc;
 }
 
+/* up to 2.12, lustre_msg_calc_cksum goes through libcfs's crypto API: the "crc32" hash,
+ * whose default key (libcfs_crypto.h, cht_key) is ~0, so the same sum as crc32_le(~0, ...) */
+enum cfs_crypto_hash_alg { CFS_HASH_ALG_CRC32 = 3 };
+
+static inline int cfs_crypto_hash_digest(enum cfs_crypto_hash_alg alg, const void *buf, unsigned int len,
+					 unsigned char *key, unsigned int key_len, unsigned char *hash,
+					 unsigned int *hash_len)
+{
+	__u32 crc = ~(__u32)0;
+
+	(void)alg;
+	if (key != NULL && key_len == 4)
+		memcpy(&crc, key, 4);
+	crc = crc32_le(crc, buf, len);
+	memcpy(hash, &crc, 4);
+	*hash_len = 4;
+	return 0;
+}
+
 struct lustre_msg_v2;
 struct ptlrpc_request;
 
+#ifdef LT_REQUEST_HELPERS
+/* up to 2.12 (lustre_net.h): the request holds the messages and the swab masks itself */
+struct ptlrpc_request {
+	struct lustre_msg_v2 *rq_reqmsg;
+	struct lustre_msg_v2 *rq_repmsg;
+	__u32 rq_req_swab_mask;
+	__u32 rq_rep_swab_mask;
+};
+#else
 /* lustre_net.h reaches the messages through the capsule: rq_reqmsg is rq_pill.rc_reqmsg */
 struct req_capsule {
 	struct ptlrpc_request *rc_req;
@@ -126,5 +163,6 @@ struct req_capsule {
 struct ptlrpc_request {
 	struct req_capsule rq_pill;
 };
+#endif
 
 #endif

@@ -28,6 +28,7 @@
  * that case as a crash and starts the testee again.  Diagnostics go to stderr.
  */
 #define _GNU_SOURCE
+#include "lustre_compat.h"         /* written by extract.py: how the tree differs (build/) */
 #include "lustre_shim.h"
 #include <linux/lustre/lustre_idl.h>
 #include "lustre_extract.c"
@@ -214,7 +215,7 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 	put_u(out, "lm_repsize", m->lm_repsize, 0);
 	put_u(out, "lm_cksum", m->lm_cksum, 0);
 	put_u(out, "lm_flags", m->lm_flags, 0);
-	put_u(out, "lm_opc", m->lm_opc, 0);
+	put_u(out, "lm_opc", LT_LM_OPC(m), 0);
 	put_u(out, "lm_padding_3", m->lm_padding_3, 0);
 	sb_puts(out, "},\"buflens\":[");
 	for (i = 0; i < m->lm_bufcount; i++) {
@@ -232,7 +233,7 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 	put_u(out, "pb_last_xid", pb->pb_last_xid, 0);
 	put_u(out, "pb_tag", pb->pb_tag, 0);
 	put_u(out, "pb_padding0", pb->pb_padding0, 0);
-	put_u(out, "pb_projid", pb->pb_projid, 0);
+	put_u(out, "pb_projid", LT_PB_PROJID(pb), 0);
 	put_u(out, "pb_last_committed", pb->pb_last_committed, 0);
 	put_u(out, "pb_transno", pb->pb_transno, 0);
 	put_u(out, "pb_flags", pb->pb_flags, 0);
@@ -252,14 +253,14 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 	put_u(out, "pb_mbits", pb->pb_mbits, 0);
 	put_u(out, "pb_padding64_0", pb->pb_padding64_0, 0);
 	put_u(out, "pb_padding64_1", pb->pb_padding64_1, 0);
-	put_u(out, "pb_uid", pb->pb_uid, 0);
-	put_u(out, "pb_gid", pb->pb_gid, 0);
+	put_u(out, "pb_uid", LT_PB_UID(pb), 0);
+	put_u(out, "pb_gid", LT_PB_GID(pb), 0);
 	if (m->lm_buflens[MSG_PTLRPC_BODY_OFF] >= sizeof(struct ptlrpc_body)) {
 		char *jobid = lustre_msg_get_jobid(m);
 
 		if (jobid != NULL) {
 			sb_puts(out, ",\"pb_jobid\":");
-			sb_put_jstr(out, jobid, strlen(jobid));
+			sb_put_jstr(out, jobid, strnlen(jobid, LUSTRE_JOBID_SIZE));   /* up to 2.12 it may be unterminated */
 		}
 	}
 	sb_puts(out, "},\"buffers\":[");
@@ -294,7 +295,7 @@ static void decode(const unsigned char *data, size_t n, int is_reply, struct sbu
 	}
 	m = (struct lustre_msg *)msgc.p;
 	memset(&req, 0, sizeof req);
-	req.rq_pill.rc_req = &req;
+	LT_INIT_REQ(req);
 	if (is_reply) {
 		req.rq_repmsg = m;
 		rc = ptlrpc_unpack_rep_msg(&req, (int)n);
@@ -306,10 +307,9 @@ static void decode(const unsigned char *data, size_t n, int is_reply, struct sbu
 		reject(a, errno_name(-rc), "ptlrpc_unpack_%s_msg() = %d", is_reply ? "rep" : "req", rc);
 		goto done;
 	}
-	swabbed = is_reply ? req_capsule_rep_swabbed(&req.rq_pill, MSG_PTLRPC_HEADER_OFF)
-			   : req_capsule_req_swabbed(&req.rq_pill, MSG_PTLRPC_HEADER_OFF);
+	swabbed = LT_SWABBED(req, is_reply);
 	flavour_note(m, is_reply, note, sizeof note);
-	cksum = lustre_msg_calc_cksum(m, MSG_PTLRPC_BODY_OFF);
+	cksum = LT_CKSUM(m);
 	rc = is_reply ? lustre_unpack_rep_ptlrpc_body(&req, MSG_PTLRPC_BODY_OFF)
 		      : lustre_unpack_req_ptlrpc_body(&req, MSG_PTLRPC_BODY_OFF);
 	if (rc < 0) {

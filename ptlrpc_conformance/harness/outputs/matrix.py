@@ -19,12 +19,10 @@ difference changes.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import hashlib
 import json
 from importlib import resources
 
-import yaml
 
 from ptlrpc_conformance.harness.data import registry
 
@@ -146,12 +144,11 @@ def compose(base: dict, own: dict | None, profile: str, collected: list[str] | N
 
 
 # ---- differences ------------------------------------------------------------------------
-@functools.lru_cache(maxsize=1)
 def known_differences() -> list[dict]:
-    """spec/release_differences.yaml: what changed on the wire between neighbouring releases."""
-    text = resources.files("ptlrpc_conformance.spec").joinpath("release_differences.yaml").read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
-    return list(data.get("differences") or [])
+    """spec/release_differences.yaml's differences (checked): what changed on the wire
+    between neighbouring releases."""
+    from ptlrpc_conformance.spec import release_differences
+    return list(release_differences.load()["differences"])
 
 
 def _side(report: dict | None, globs: list[str], fields: list[str]) -> bool | None:
@@ -186,9 +183,9 @@ def follows(reports: dict[str, dict]) -> list[dict]:
         elif old and new:
             verdict = "both"            # its cases pass under both releases' rules
         elif new:
-            verdict = f"{d['to']} and later"
+            verdict = f"{d['to']} and later" + (f" ({d['from']}'s side not judged)" if old is None else "")
         elif old:
-            verdict = f"{d['from']} and earlier"
+            verdict = f"{d['from']} and earlier" + (f" ({d['to']}'s side not judged)" if new is None else "")
         else:
             verdict = "neither"
         out.append({"id": d["id"], "from": d["from"], "to": d["to"], "lu": d.get("lu"), "what": d.get("what"),
@@ -220,7 +217,8 @@ def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
     base_rep = reports[base]
     matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT]
     return {"format": FORMAT, "base": base, "exit_status": exit_status,
-            "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "seed": base_rep.get("seed"),
+            "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "sha256": base_rep.get("sha256"),
+            "seed": base_rep.get("seed"),
             "selection": base_rep.get("selection"), "modes": base_rep.get("modes"),
             "incomplete": any(r.get("incomplete") for r in reports.values()),
             "conformant_to": matches, "releases": rows, "differences": follows(reports)}

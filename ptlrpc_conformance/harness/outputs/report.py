@@ -496,6 +496,7 @@ def fingerprints(user_vectors) -> dict:
     from importlib import resources
 
     from ptlrpc_conformance.harness.data.vectors import bundled_files, user_files
+    from ptlrpc_conformance.spec import layouts
     h = hashlib.sha256()
     for name, text in bundled_files():
         h.update(name.encode() + b"\0" + text.encode())
@@ -503,8 +504,9 @@ def fingerprints(user_vectors) -> dict:
         h.update(str(path).encode() + b"\0" + path.read_bytes())
     spec_dir = resources.files("ptlrpc_conformance.spec")
     out = {"vectors": h.hexdigest()}
-    for name in ("requirements.yaml", "profiles.yaml", "facts.json", "layouts.json"):
+    for name in ("requirements.yaml", "profiles.yaml", "facts.json"):
         out[name] = hashlib.sha256(spec_dir.joinpath(name).read_bytes()).hexdigest()
+    out["layouts.json"] = layouts.sha256()
     return out
 
 

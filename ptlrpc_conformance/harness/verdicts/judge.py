@@ -479,6 +479,8 @@ def combine(case_id: str, variants, judgements: list[Judgement]) -> Judgement:
         status = ERROR if any(j.status == ERROR for _, j in bad) else FAIL
         names = ", ".join(v.id.rsplit(".", 1)[-1] for v, _ in bad[:20]) + (" ..." if len(bad) > 20 else "")
         notes = {k: v for k, v in bad[0][1].notes.items() if k in ("signature", "reproducer", "highlight", "outcome")}
+        if all(j.notes.get("fields_differ") for _, j in bad):     # every failure a decoded field's
+            notes["fields_differ"] = sorted({f for _, j in bad for f in j.notes["fields_differ"]})
         out = Judgement(status, f"{case_id}: {len(bad)} of {len(judgements)} variants failed: {names}\n"
                                 f"first failure:\n{bad[0][1].message}", notes)
         for _, j in bad:

@@ -75,34 +75,11 @@ def holds(condition: dict | None, release: str | None = None) -> bool:
 
 def struct_differs(name: str, release: str | None = None) -> str | None:
     """Why the suite's structure vectors of `name` do not apply under `release` (default: the
-    active one), or None when they do: the release lays the structure out otherwise (size,
-    offsets), does not have it, or names some of its fields otherwise (padding then, which
-    that release's code may leave unswapped).  The suite's structure vectors are written for
-    the default release's layouts; it has none for another layout."""
-    from ptlrpc_conformance.spec import layouts, releases
-    release = release or active()
-    default = registry.profile(None).release
-    if release == default:
-        return None
-    try:
-        current = layouts.canonical(name)
-    except KeyError:
-        return None
-    mine, base = releases.load(release), releases.load(default)
-    if current not in base["structs"]:
-        return None                     # not a structure wiretest.c asserts: no release tells otherwise
-    if current not in mine["structs"]:
-        return f"Lustre {release} has no struct {current}"
-
-    def shape(entry):
-        return entry["size"], [(f["offset"], f["size"]) for f in entry["fields"]]
-    if shape(mine["structs"][current]) != shape(base["structs"][current]):
-        return f"Lustre {release} lays struct {current} out otherwise (docs/releases.md)"
-    renamed = sorted((mine.get("field_names") or {}).get(current, {}))
-    if renamed:
-        return (f"Lustre {release} names fields of struct {current} otherwise ({', '.join(renamed)}: padding "
-                "there, possibly left unswapped)")
-    return None
+    active one), or None when they do (spec/layouts.py differs_from_default): the suite's
+    structure vectors are written for the default release's layouts; it has none for
+    another layout."""
+    from ptlrpc_conformance.spec import layouts
+    return layouts.differs_from_default(name, release or active())
 
 
 def tolerated_shape(problem, result) -> bool:
