@@ -1710,3 +1710,17 @@ def test_reply_buffer_0_by_release(release, size):
     c = Client(Target(TargetConfig(release=release)), "c1")
     assert len(c.connect().buffers[0]) == size
     assert len(c.send("OBD_PING").buffers[0]) == size
+
+
+@pytest.mark.parametrize("release, status", [("2.15.8", "EINVAL"), ("2.16.1", None)])
+def test_create_far_below_last_id_by_release(release, status):
+    """Before 2.16 ofd_create_hdl refuses an id OST_MAX_PRECREATE (20000) or more below LAST_ID
+    with REPLY -EINVAL; from 2.16 it trusts the OST and names LAST_ID + 1."""
+    c = connected(Target(TargetConfig(release=release, last_id_start=30000)))
+    rep = c.create(1)
+    assert rep.type == REPLY and rep.transno == 0
+    if status:
+        assert rep.status == e(status)
+    else:
+        assert rep.status == 0 and ostid_id(rep.oa["o_oi"]) == 30001
+    assert c.create(10001).status == 0                  # less than 20000 below: trusted in both

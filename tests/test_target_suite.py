@@ -698,3 +698,24 @@ def test_the_live_target_suite_follows_the_profiles_release(run_cli, profile, rc
         assert set(verdicts.values()) == {"pass"}
     else:
         assert verdicts["target.err.unknown-opcode.exchange"] == "fail"
+
+
+def test_a_create_far_below_last_id_before_2_16_leaves_the_scenario_not_applicable():
+    """An OST before 2.16 whose LAST_ID is 20000 or more above id 1 refuses the scenarios' first
+    create REPLY -EINVAL (ofd_create_hdl): under its release the scenarios that name objects are
+    not applicable, none fails; under 2.17.57's rules that answer fails.  A 2.17.57 OST with the
+    same LAST_ID passes every scenario."""
+    old = _adapter(make_testee(target_config=TargetConfig(release="2.15.8", last_id_start=30000)))
+    out_of_reach = 0
+    for s in SCENARIOS:
+        try:
+            assert scen.run(s, old, release="2.15.8")[0] == [], s.id
+        except scen.LastIdOutOfReach:
+            out_of_reach += 1
+    assert out_of_reach > 10
+    probe = next(s for s in SCENARIOS if s.id == "target.obj.lifecycle")
+    problems = scen.run(probe, old)[0]
+    assert problems and "TGT-OBJ-1" in problems[0] and "-22" in problems[0]
+    new = _adapter(make_testee(target_config=TargetConfig(last_id_start=30000)))
+    for s in SCENARIOS:
+        assert scen.run(s, new)[0] == [], s.id

@@ -313,8 +313,8 @@ class Target:
         self.next_cookie = cfg.cookie_start
         self.objects: dict[tuple, dict] = {}           # live state, by (sequence, id)
         self.durable: dict[tuple, dict] = {}           # committed state
-        self.last_ids: dict[int, int] = {}             # LAST_ID per sequence (ofd_seq), live
-        self.durable_last_ids: dict[int, int] = {}     # ... and on stable storage
+        self.last_ids: dict[int, int] = {0: cfg.last_id_start} if cfg.last_id_start else {}   # LAST_ID per sequence
+        self.durable_last_ids: dict[int, int] = dict(self.last_ids)   # ... and on stable storage
         self.pending: list[Txn] = []                   # uncommitted transactions, in issue order
         self.last_transno = cfg.transno_start - 1       # lut_last_transno: the highest transno issued
         self.last_committed = cfg.transno_start - 1     # obd_last_committed: target-wide
@@ -976,6 +976,9 @@ class Target:
             diff = 1
         else:
             diff = oid - last
+            if diff <= -OST_MAX_PRECREATE and not self.behaviour["create_trusts_last_id"]:
+                # before 2.16: "Likely MDS last_id corruption", nothing created
+                return self._ok(req, self._errno("EINVAL"), (self._body((lo, hi), FLSIZE, o_size=cfg.seq_width),))
             if diff < 0:
                 reply_oi = ostid_set_id(lo, hi, last + 1)
         if diff > 0:

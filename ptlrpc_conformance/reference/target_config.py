@@ -65,6 +65,7 @@ class TargetConfig:
     # and the OST's connect masks) decide the answers that differ between releases
     # (docs/target-rules.md, "Releases"); the default is the suite's default release
     release: str = "2.17.57"
+    last_id_start: int = 0                # LAST_ID of sequence 0 after a reset (an OST that served an MDS)
 
     # ---- not bugs: behaviours a conforming target may choose ----------------------------
     grant_rdonly: bool = False            # grants OBD_CONNECT_RDONLY when asked (an MDT does) and enforces it

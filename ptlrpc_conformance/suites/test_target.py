@@ -355,7 +355,7 @@ def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
     try:
         problems, records = scen.run(scenario_vector, iut, reconstruct=must_reconstruct(conformance_profile),
                                      judged=judged)
-    except scen.RecoveryDisabled as e:
+    except (scen.RecoveryDisabled, scen.LastIdOutOfReach) as e:
         pytest.skip(NOT_APPLICABLE_PREFIX + str(e))
     except TargetError as e:
         conclude(judge.Judgement(judge.ERROR, f"{scenario_vector.id}: the target could not carry out an operation: {e}"))

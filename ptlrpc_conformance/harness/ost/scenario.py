@@ -23,6 +23,7 @@ from typing import Iterable
 
 import yaml
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.verdicts import release as release_rules
 from ptlrpc_conformance.harness.outputs.hexdump import render
@@ -456,6 +457,24 @@ class RecoveryDisabled(Exception):
     replies) and the scenario judges recovery: not applicable to it (docs/target-rules.md §4)."""
 
 
+class LastIdOutOfReach(Exception):
+    """The target's first create was refused REPLY -EINVAL as 20000 or more below its LAST_ID,
+    as an OST before 2.16 answers (ofd_create_hdl; the release fact create_trusts_last_id
+    false): the scenario cannot learn LAST_ID, so it cannot name objects (docs/target-rules.md
+    §10): not applicable to that target."""
+
+
+def last_id_out_of_reach(release: str, request: bytes, reply: bytes | None, learnt: bool) -> bool:
+    """A create sent before LAST_ID is known got REPLY -EINVAL with transno 0 from a target
+    judged by a release whose OST refuses a create far below LAST_ID."""
+    if learnt or release_rules.behaviour(release, "create_trusts_last_id"):
+        return False
+    req, rep = wire.try_parse(request, "request")[0], wire.try_parse(reply, "reply")[0]
+    return (req is not None and rep is not None and req.body["pb_opc"] == wire.C("OST_CREATE")
+            and rep.body["pb_type"] == wire.REPLY and rep.status == -spec.errno_value("EINVAL")
+            and rep.body["pb_transno"] == 0)
+
+
 def handles_recovery_disabled(scenario: "Scenario") -> bool:
     """The scenario has outcomes for a target with recovery disabled ("recovery:disabled")."""
     return any(isinstance(st.expectation, AnyOf) and "recovery:disabled" in st.expectation.names
@@ -645,6 +664,10 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
             steps.defer(n, st.client, st.xid, data)
             steps.outcomes[n] = "waiting"       # until its reply comes
         else:
+            if last_id_out_of_reach(steps.release, data, reply, bool(steps.last_ids)) and not problems:
+                raise LastIdOutOfReach(f"{scenario.id}: the target refused a create of id 1 with -EINVAL: its LAST_ID "
+                                       f"is 20000 or more above it, as a Lustre {steps.release} OST answers; the "
+                                       f"scenario cannot name objects")
             judge(n, st, reply, rec)
             if crashes and steps.checker.recovering and n in steps.granted:
                 told = crashes[-1][1]      # a reconnect during recovery tells what survived

@@ -23,6 +23,7 @@ from ptlrpc_conformance.harness.ost.model import Obj, State
 from ptlrpc_conformance.harness.ost.scenario import (Record, Scenario, Step, call, deferred_replies, exchange,
                                                      render_transcript)
 from ptlrpc_conformance.harness.ost.steps import StepJudge, connect_cookie, hello_configuration
+from ptlrpc_conformance.harness.verdicts import release as release_rules
 
 MUTABLE = ("OST_SETATTR", "OST_CREATE", "OST_DESTROY", "OST_PUNCH")
 
@@ -310,8 +311,13 @@ class Session:
             if self.allow_create_refusal else []
         rc = c.creates_take_transnos
         if last is None:
-            # LAST_ID unknown: only the status is judged; the reply tells LAST_ID
+            # LAST_ID unknown: only the status is judged; the reply tells LAST_ID.  Before 2.16
+            # a create 20000 or more below LAST_ID is refused -EINVAL (ofd_create_hdl): the run
+            # then goes on without objects
             alts = [("created", reply(0, "any", requirement="TGT-OBJ-1", why="create (LAST_ID not known yet)"))]
+            if not release_rules.behaviour(self.judge.release, "create_trusts_last_id"):
+                alts.append(("last-id-out-of-reach", reply("EINVAL", requirement="TGT-OBJ-1",
+                                                           why="create far below LAST_ID (before 2.16)")))
         else:
             transno = "nonzero" if rc and n > last else "zero"
             why = ("create above LAST_ID" if n > last else "create at or below LAST_ID: nothing is made") + \

@@ -63,7 +63,7 @@ def behaviour(release: str, name: str) -> bool:
 # the step conditions `if_release` of the bundled scenarios name only these, and the release
 # matrix compares them to decide which target and recovery cases run again under a release.
 TARGET_FACTS = ("unknown_opcode_eopnotsupp", "erofs_sent_as_reply", "punch_sets_ids", "punch_projid",
-                "replay_create")
+                "replay_create", "create_trusts_last_id")
 
 
 def holds(condition: dict | None, release: str | None = None) -> bool:
