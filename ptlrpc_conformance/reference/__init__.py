@@ -14,16 +14,18 @@ def make_testee(config: CodecConfig | None = None, **kw) -> ReferenceTestee:
 
 
 def release_testee(release: str) -> ReferenceTestee:
-    """The reference decoding as the code of an older Lustre release does (`--iut
-    reference:RELEASE`): that release's swab lists, and, where its lustre_msg_get_jobid does
-    not NUL-terminate, an unterminated jobid read whole.  Facts from spec/releases/."""
+    """The reference as the code of an older Lustre release behaves (`--iut
+    reference:RELEASE`): its decoding follows that release's swab lists and, where its
+    lustre_msg_get_jobid does not NUL-terminate, reads an unterminated jobid whole; its
+    target answers as that release's OST (release_ost).  Facts from spec/releases/."""
     from ptlrpc_conformance.spec import releases
     facts = releases.load(release)
     unswabbed = frozenset(facts["unswabbed"]["lustre_msg_v2"] + facts["unswabbed"]["ptlrpc_body_v3"])
     terminated = facts["behaviour"]["jobid_nul_terminated"]["value"]
     config = CodecConfig(unswabbed=unswabbed,
                          **({} if terminated else {"jobid_chars": CodecConfig().jobid_chars + 1}))
-    return ReferenceTestee(config, name=f"ptlrpc-conformance reference (as Lustre {release})")
+    return ReferenceTestee(config, target_config=TargetConfig(release=release),
+                           name=f"ptlrpc-conformance reference (as Lustre {release})")
 
 
 def release_ost(release: str) -> ReferenceTestee:
