@@ -32,12 +32,25 @@ import re
 import subprocess
 import sys
 
-# (file in the tree, functions defined there), in the order they are emitted
+# (file in the tree, functions defined there), in the order they are emitted.  A file may be
+# a tuple of the files the functions may be in (the first that defines them is used); an
+# entry may also be a tuple of alternatives, each a tuple of such entries: the first
+# alternative whose first function the tree defines is extracted.
 EXTRACT = (
-    ("lustre/include/lustre_req_layout.h", ("req_capsule_req_swabbed", "req_capsule_rep_swabbed",
-                                            "req_capsule_set_req_swabbed", "req_capsule_set_rep_swabbed")),
-    ("lustre/include/lustre_net.h", ("req_capsule_req_need_swab", "req_capsule_rep_need_swab")),
-    ("lustre/ptlrpc/layout.c", ("req_capsule_set_swabbed", "req_capsule_need_swab")),
+    (
+        # 2.15 and later: the swab masks are the request capsule's
+        (("lustre/include/lustre_req_layout.h", ("req_capsule_req_swabbed", "req_capsule_rep_swabbed",
+                                                 "req_capsule_set_req_swabbed", "req_capsule_set_rep_swabbed")),
+         # lustre_req_layout.h in 2.15, lustre_net.h from 2.16
+         (("lustre/include/lustre_net.h", "lustre/include/lustre_req_layout.h"),
+          ("req_capsule_req_need_swab", "req_capsule_rep_need_swab")),
+         ("lustre/ptlrpc/layout.c", ("req_capsule_set_swabbed", "req_capsule_need_swab"))),
+        # 2.12: the request's
+        (("lustre/include/lustre_net.h", ("lustre_req_swabbed", "lustre_rep_swabbed", "ptlrpc_req_need_swab",
+                                          "ptlrpc_rep_need_swab", "lustre_set_req_swabbed",
+                                          "lustre_set_rep_swabbed")),
+         ("lustre/ptlrpc/pack_generic.c", ("ptlrpc_buf_set_swabbed", "ptlrpc_buf_need_swab"))),
+    ),
     ("lustre/ptlrpc/pack_generic.c", (
         "lustre_msg_hdr_size_v2", "lustre_msg_buf_v2", "lustre_msg_buflen_v2", "lustre_msg_buflen",
         "lustre_msg_ptlrpc_body", "lustre_msg_get_type", "lustre_msg_get_opc", "lustre_msg_get_jobid",
@@ -49,7 +62,13 @@ EXTRACT = (
 SEEDS = ("WIRE_FLVR", "SPTLRPC_FLVR_POLICY", "SPTLRPC_FLVR_NULL", "SPTLRPC_POLICY_NULL", "RCL_CLIENT")
 # where macros and enums are looked up
 HEADERS = ("lustre/include/lustre_net.h", "lustre/include/lustre_req_layout.h", "lustre/include/lustre_sec.h")
-UAPI = "include/uapi"
+# where the uapi headers are: include/uapi from 2.17.57 on; before, lustre/include/uapi for
+# Lustre's and lnet/include/uapi for LNet's (which lustre_idl.h includes from 2.15 on)
+UAPI_DIRS = ("include/uapi", "lustre/include/uapi", "lnet/include/uapi")
+IDL = "linux/lustre/lustre_idl.h"
+# the structures whose members the output lists (LUSTRE_EXTRACT_FIELD_<member>), so that the
+# testee knows which of today's fields a release has (older ones call some of them padding)
+FIELDS_OF = ("lustre_msg_v2", "ptlrpc_body_v3")
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
 RESET = "/* @@line-reset@@ */"        # replaced by a #line naming the output file again
@@ -191,17 +210,83 @@ def enum_index(text: str, rel: str) -> dict[str, tuple[str, str, str]]:
     return out
 
 
+def uapi_dirs(tree: pathlib.Path) -> list[pathlib.Path]:
+    """The tree's uapi include directories, in the order the compiler is given them."""
+    return [tree / d for d in UAPI_DIRS if (tree / d).is_dir()]
+
+
+def idl_header(tree: pathlib.Path) -> pathlib.Path:
+    for d in UAPI_DIRS[:2]:
+        if (tree / d / IDL).is_file():
+            return tree / d / IDL
+    raise ExtractError(f"{tree}: not a lustre-release tree (no {IDL} under {' or '.join(UAPI_DIRS[:2])})")
+
+
 def defined_by(tree: pathlib.Path, shim: pathlib.Path, cc: str) -> set[str]:
     """Macros already defined once the shim and the uapi lustre_idl.h are included."""
-    src = f'#include "{shim}"\n#include <linux/lustre/lustre_idl.h>\n'
+    src = f'#include "{shim}"\n#include <{IDL}>\n'
+    includes = [a for d in uapi_dirs(tree) for a in ("-I", str(d))]
     try:
-        proc = subprocess.run([cc, "-E", "-dM", "-x", "c", "-I", str(tree / UAPI), "-"], input=src,
+        proc = subprocess.run([cc, "-E", "-dM", "-x", "c", *includes, "-"], input=src,
                               capture_output=True, text=True, timeout=120)
     except OSError as e:
         raise ExtractError(f"cannot run the C preprocessor {cc!r}: {e.strerror or e}") from None
     if proc.returncode != 0:
-        raise ExtractError(f"{tree / UAPI}: the shim and lustre_idl.h do not preprocess:\n{proc.stderr[-2000:]}")
+        raise ExtractError(f"{idl_header(tree)}: the shim and lustre_idl.h do not preprocess:\n{proc.stderr[-2000:]}")
     return {m.group(1) for m in re.finditer(r"^#define ([A-Za-z_]\w*)", proc.stdout, re.M)}
+
+
+def struct_members(text: str, tag: str) -> list[str]:
+    """The member names of `struct tag { ... };` in a header (empty when it is not there)."""
+    m = re.search(rf"^struct\s+{re.escape(tag)}\s*\{{", text, re.M)
+    if not m:
+        return []
+    body = text[m.end():match_brace(text, m.end() - 1, f"struct {tag}") - 1]
+    body = re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S)
+    return re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", body)
+
+
+def params_of(decl: str) -> int:
+    """How many parameters a function declaration has."""
+    inner = decl[decl.index("(") + 1:decl.rindex(")")].strip()
+    return 0 if inner in ("", "void") else inner.count(",") + 1
+
+
+def has_function(tree: pathlib.Path, rel: str, name: str) -> bool:
+    if not (tree / rel).is_file():
+        return False
+    try:
+        find_function(read(tree, rel), name, rel)
+    except ExtractError:
+        return False
+    return True
+
+
+def resolve(tree: pathlib.Path, functions_of) -> list[tuple[str, tuple[str, ...]]]:
+    """functions_of with the alternatives chosen and each file named: [(file, names)]."""
+    out = []
+    for entry in functions_of:
+        if isinstance(entry[0], tuple) and entry[0] and isinstance(entry[0][0], tuple):
+            for alternative in entry:               # a tuple of alternatives
+                files, names = alternative[0]
+                files = (files,) if isinstance(files, str) else files
+                if any(has_function(tree, f, names[0]) for f in files):
+                    break
+            else:
+                alternative = entry[0]              # none is there: report the first's error
+            out += resolve(tree, alternative)
+            continue
+        files, names = entry
+        if isinstance(files, str):
+            out.append((files, names))
+            continue
+        for rel in files:
+            if has_function(tree, rel, names[0]):
+                break
+        else:
+            rel = files[0]
+        out.append((rel, names))
+    return out
 
 
 def _c_string(text: str) -> str:
@@ -233,8 +318,8 @@ def extract(tree: pathlib.Path, shim: pathlib.Path, cc: str = "cc", version: str
             headers=HEADERS) -> tuple[str, dict]:
     """(the C text, info).  `functions_of`, `seeds` and `headers` default to what the testee
     needs; the project's tests pass their own for a stand-in tree."""
-    if not (tree / UAPI / "linux/lustre/lustre_idl.h").is_file():
-        raise ExtractError(f"{tree}: not a lustre-release tree (no {UAPI}/linux/lustre/lustre_idl.h)")
+    idl = idl_header(tree)
+    functions_of = resolve(tree, functions_of)
     known = defined_by(tree, shim, cc)
     macros: dict[str, tuple[str, str]] = {}
     enums: dict[str, tuple[str, str, str]] = {}
@@ -277,8 +362,11 @@ def extract(tree: pathlib.Path, shim: pathlib.Path, cc: str = "cc", version: str
                 wanted_enums[tag] = (body, where)
                 todo += IDENT.findall(body)
     version = version or version_of(tree)
+    idl_text = idl.read_text(encoding="utf-8", errors="replace")
+    fields = {tag: struct_members(idl_text, tag) for tag in FIELDS_OF}
     info = {"tree": str(tree), "version": version, "sha256": sources,
-            "functions": [n for _, names in functions_of for n in names]}
+            "uapi": str(idl.parent.parent.parent.relative_to(tree)),
+            "functions": [n for _, names in functions_of for n in names], "fields": fields}
     out = ["/*", " * GENERATED by examples/lustre-testee/extract.py from a lustre-release tree:",
            f" *   tree:    {tree}", f" *   version: {version}"]
     out += [f" *   sha256 {h}  {rel}" for rel, h in sorted(sources.items())]
@@ -294,6 +382,13 @@ def extract(tree: pathlib.Path, shim: pathlib.Path, cc: str = "cc", version: str
     out += ["", "/* ---- prototypes ---- */"] + prototypes + ["", "/* ---- functions ---- */"] + functions
     out += ["", f'#define LUSTRE_EXTRACT_VERSION "{_c_string(version)}"',
             f'#define LUSTRE_EXTRACT_PACK_GENERIC_SHA256 "{sources.get("lustre/ptlrpc/pack_generic.c", "")}"']
+    # what differs between releases, for the testee's #if: the functions there and how many
+    # parameters each takes, and the members of the structures in FIELDS_OF
+    out += ["", "/* ---- what this tree has ---- */"]
+    out += [f"#define LUSTRE_EXTRACT_PARAMS_{decl_name} {params_of(decl)}"
+            for decl_name, decl in zip(info["functions"], prototypes)]
+    out += [f"#define LUSTRE_EXTRACT_FIELD_{member} 1"
+            for tag in FIELDS_OF for member in fields[tag] if re.fullmatch(r"\w+", member)]
     # after each block that claims another file's lines, give the rest back to this file
     final, n = [], 0
     for line in "\n".join(out).split("\n"):
