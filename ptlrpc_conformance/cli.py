@@ -193,7 +193,9 @@ def _certify(args) -> int:
             print(f"ptlrpc-conformance: {line}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        registry.profile(args.profile)
+        matrix_profiles = _matrix_profiles(args.profile)
+        if matrix_profiles is None:
+            registry.profile(args.profile)
     except registry.RegistryError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -224,7 +226,16 @@ def _certify(args) -> int:
     for line in options.capability_warnings(hello):
         print(f"ptlrpc-conformance: {line}", flush=True)
 
+    if matrix_profiles is not None:
+        return _certify_matrix(args, matrix_profiles, hello, smoke)
+    return _session(args, out, hello, smoke)
+
+
+def _session(args, out: pathlib.Path, hello, smoke, conclude: bool = True) -> int:
+    """One pytest session of the suites under args.profile, writing its report to `out`;
+    with `conclude`, the verdict block ends it."""
     import pytest                                                      # +170 ms
+    report_path = out / "report.json"
     suites = resources.files("ptlrpc_conformance.suites")
     ini = str(suites.joinpath("pytest.ini"))
     pargs = ["-c", ini, "--rootdir", str(suites), "--pyargs", "ptlrpc_conformance.suites",
@@ -248,7 +259,100 @@ def _certify(args) -> int:
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"exit status: {status}", flush=True)     # no verdict block: there is nothing to judge
         return status
+    if not conclude:
+        return status
     return _conclude(report_path if _mtime(report_path) != before else None, status)
+
+
+MATRIX = "all"      # --profile all[-MODIFIER...]: every release's profile (with those modifiers)
+
+
+def _matrix_profiles(name: str | None) -> list[str] | None:
+    """The profiles of a release matrix `--profile all[-literal][-reconstruct]`, oldest
+    release first; None for a single profile."""
+    if name != MATRIX and not (name or "").startswith(MATRIX + "-"):
+        return None
+    mods = name.split("-")[1:]
+    profiles = ["-".join([base, *mods]) for base in registry.release_profiles()]
+    for p in profiles:
+        registry.profile(p)                 # a modifier unknown or out of order: a usage error
+    return profiles
+
+
+def _certify_matrix(args, profiles: list[str], hello, smoke) -> int:
+    """--profile all: the newest release's profile runs every selected case; each other
+    release runs only the cases it judges differently (harness/outputs/matrix.py).  OUT holds
+    a folder per profile (report.json, report.html, junit.xml) and the matrix's report.json
+    and report.html."""
+    import copy
+    from ptlrpc_conformance.harness.outputs import matrix, report as report_module
+    out = pathlib.Path(args.out)
+    base = profiles[-1]
+    print(f"ptlrpc-conformance: release matrix: {', '.join(profiles)}; every case runs under {base}, "
+          "and again under another release only if that release judges it differently", flush=True)
+    prints = {p: matrix.fingerprints(p, args.vectors) for p in profiles}
+    statuses = {}
+    base_args = copy.copy(args)
+    base_args.profile = base
+    statuses[base] = _session(base_args, out / base, hello, smoke, conclude=False)
+    base_path = out / base / "report.json"
+    try:
+        base_report = json.loads(base_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return _conclude(None, statuses[base])
+    _conclude_quietly(base_path, statuses[base])
+    reports = {base: json.loads(base_path.read_text(encoding="utf-8"))}
+    ran = {c["id"] for c in base_report["cases"]}
+    selected = bool(args.area or args.case or args.requirement or args.keyword or args.level)
+    for p in profiles[:-1]:
+        differ = sorted(c for c, fp in prints[p].items()
+                        if prints[base].get(c) != fp and (c in ran or (c not in prints[base] and not selected)))
+        own = None
+        if differ:
+            print(f"ptlrpc-conformance: {p}: {len(differ)} case(s) judged differently from {base}", flush=True)
+            a = copy.copy(args)
+            a.profile, a.case, a.area, a.requirement, a.keyword, a.level = p, differ, [], [], None, None
+            a.known_failures = a.update_known_failures = None
+            statuses[p] = _session(a, out / p / "run", hello, smoke, conclude=False)
+            try:
+                own = json.loads((out / p / "run" / "report.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                own = None
+        else:
+            print(f"ptlrpc-conformance: {p}: judges every case as {base} does", flush=True)
+        composed = matrix.compose(base_report, own, p, [c for c in prints[p] if c in ran or c in differ])
+        report_module.write(composed, out / p / "report.json")
+        _conclude_quietly(out / p / "report.json", 0)
+        reports[p] = json.loads((out / p / "report.json").read_text(encoding="utf-8"))
+    status = _matrix_status(statuses, reports)
+    doc = matrix.document(reports, base, status)
+    report_module.write(doc, out / "report.json")
+    from ptlrpc_conformance.harness.outputs import html
+    html.write_matrix(doc, out / "report.html")
+    print("\n".join(matrix.verdict_lines(doc, out / "report.json")), flush=True)
+    return status
+
+
+def _conclude_quietly(report_path: pathlib.Path, status: int) -> None:
+    """A matrix member's report: its exit status and its report.html, no verdict block."""
+    from ptlrpc_conformance.harness.outputs import report as report_module
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    report["exit_status"] = status
+    report_module.write(report, report_path)
+    _write_html(report_path)
+
+
+def _matrix_status(statuses: dict[str, int], reports: dict[str, dict]) -> int:
+    """A matrix's exit status: a suite bug (6) or an IUT that could not start (3) in any
+    session first; then 0 when the implementation is conformant to at least one release's
+    profile, 1 otherwise."""
+    for special in (EXIT_SUITE, EXIT_IUT, EXIT_USAGE):
+        if special in statuses.values():
+            return special
+    from ptlrpc_conformance.harness.outputs.matrix import CONFORMANT
+    if any((r.get("level") or {}).get("status") in CONFORMANT and not r.get("incomplete") for r in reports.values()):
+        return EXIT_OK
+    return EXIT_FAIL
 
 
 def _mtime(path: pathlib.Path) -> int | None:
@@ -654,6 +758,8 @@ def cmd_check_trace(argv: list[str]) -> int:
                               "message": v.message}))
         else:
             print(f"{args.file}:{v.record}: {v.rule}: client {v.client} xid {v.xid}: {v.message}")
+    for note in result.notes:           # allowed: not violations, said where the summary is
+        print(f"{args.file}:{note.record}: note: client {note.client} xid {note.xid}: {note.message}", file=sys.stderr)
     print(result.summary(), file=sys.stderr)
     return EXIT_FAIL if violations else EXIT_OK
 

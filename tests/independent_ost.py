@@ -11,8 +11,9 @@ Its choices (each a member of a set the rules allow):
   transnos per create with REPLAY_CREATE; the reply carries the last);
 - transnos start at (3 << 32) + 100 and grow by 2 (gaps); a transaction commits once three
   newer ones exist; OST_SYNC commits nothing; the end of recovery commits everything;
-- a ZFS-like back-end: a punch never changes mtime by itself; projid is dropped silently and
-  OST_GETATTR never reports OBD_MD_FLPROJID (no project accounting);
+- a ZFS-like back-end built before project quotas (ZFS before 0.8): a punch never changes
+  mtime by itself; projid is dropped silently, so OST_GETATTR reports OBD_MD_FLPROJID (as
+  every OST does) with projid 0; its hello declares no configuration;
 - resends and replays of committed transactions run again (Lustre's OST: no saved replies);
 - `restart` reports no commit point; the replay queue's gap rule does the work (no transno
   is ever the next expected one, cp + 1, since transnos grow by 2);
@@ -495,9 +496,9 @@ class Target:
         if o is None:
             return self.done(h, errno("ENOENT"), oid)
         bits = (FL["ID"] | FL["GROUP"] | FL["SIZE"] | FL["BLOCKS"] | FL["ATIME"] | FL["MTIME"] | FL["CTIME"] | FL["TYPE"]
-                | FL["MODE"] | FL["UID"] | FL["GID"] | FL["DATAVERSION"])
+                | FL["MODE"] | FL["UID"] | FL["GID"] | FL["PROJID"] | FL["DATAVERSION"])
         return self.done(h, 0, oid, bits, o_size=o["size"], o_blocks=1, o_atime=o["atime"], o_mtime=o["mtime"],
-                         o_ctime=o["ctime"], o_mode=o["mode"], o_uid=o["uid"], o_gid=o["gid"],
+                         o_ctime=o["ctime"], o_mode=o["mode"], o_uid=o["uid"], o_gid=o["gid"], o_projid=0,
                          o_data_version=o["version"])
 
     def _replay(self, h):

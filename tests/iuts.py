@@ -8,6 +8,7 @@ seams of reference.codec.CodecConfig and TargetConfig): no monkeypatching, no co
 Load them with --iut python:iuts:NAME (tests/ on sys.path).
 """
 from ptlrpc_conformance.reference import make_testee
+from ptlrpc_conformance import spec
 
 
 def decode_only():
@@ -256,6 +257,15 @@ TARGET_FAMILIES = {
     "target_version_on_every_change": (_target("version on every change", version_on_every_change=True),
                                        "every change, not only a size change, sets the object's VBR version",
                                        ["RCV-VBR-1"]),
+    # issue 25 (item 5): rules the suite stated and never checked, or never exercised
+    "target_getattr_omits_projid": (_target("GETATTR without FLPROJID", getattr_omits_projid=True),
+                                    "OST_GETATTR leaves OBD_MD_FLPROJID out of o_valid", ["TGT-OBJ-1"]),
+    "target_no_full20": (_target("connect replies without FULL20",
+                                 connect_flags=BASE_TARGET.connect_flags & ~spec.constant("OBD_CONNECT_FULL20")),
+                         "a successful connect reply does not grant OBD_CONNECT_FULL20", ["TGT-CONN-1"]),
+    "target_runs_last_transaction_xid": (_target("last transaction XID run again", check_last_trans_xid=False),
+                                         "the export's last transaction XID again without MSG_RESENT is run",
+                                         ["TGT-DROP-1"]),
 }
 
 # Targets that differ from the reference only in a choice docs/target-rules.md allows: the
@@ -271,6 +281,15 @@ CONFORMING_TARGETS = {
                                  "end_recovery evicts every client that has not finished (its held requests "
                                  "answered ERR -ENOTCONN) and ends recovery",
                                  "§7 / docs/testee-protocol.md §2.4: 'or the hard limit'"),
+    "target_claim_window": (_target("claims queued in the recovery thread's window", claim_window=True),
+                            "a replay claim of the transno whose reply was just sent is queued, answered later",
+                            "§7: 'queued and answered later'"),
+    "target_without_project_quota": (_target("no project quota", project_quota=False),
+                                     "a new projid is refused REPLY -EOPNOTSUPP (a punch still truncates)",
+                                     "§3, 'Project ids'"),
+    "target_without_recovery": (_target("recovery disabled", recovery=False),
+                                "no MSG_CONNECT_REPLAYABLE, no transnos, no recovery after a restart",
+                                "§4, 'Recovery disabled'"),
 }
 
 for _name, (_factory, _what, _ids) in {**TARGET_FAMILIES, **CONFORMING_TARGETS}.items():

@@ -3,9 +3,7 @@ derived cases, properties, scenarios, structures, mutants, bench inputs) is comp
 from the code and the data, and must be the README's figure.  When the data changes, this
 test names the sentence to update."""
 import collections
-import json
 import re
-from importlib import resources
 
 import pytest
 
@@ -52,11 +50,9 @@ def test_scenario_vectors():
 
 
 def test_structures():
-    layouts = json.loads(resources.files("ptlrpc_conformance.spec").joinpath("layouts.json").read_text())
-    structs = layouts["structs"]
-    seeds = {name for name, s in structs.items() if s.get("seed")}
-    nested = {f["type"][len("struct "):] for s in structs.values() for f in s["fields"]
-              if f["type"].startswith("struct ")} - seeds
+    from ptlrpc_conformance.spec import layouts
+    seeds = set(layouts.seed_structs())
+    nested = set(layouts.seed_closure()) - seeds
     assert stated(r"the layouts of all (\d+) structures the protocol documents name and the (\d+) nested") == \
         (len(seeds), len(nested))
 

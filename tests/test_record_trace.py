@@ -22,7 +22,7 @@ def test_the_sample_passes_check_trace(run_cli):
     assert run.rc == 0, run.stdout + run.stderr
     assert "0 violations" in run.stderr
     lines = [json.loads(line) for line in SAMPLE.read_text().splitlines()]
-    assert {"event": "restart"} in lines and {"event": "recovery_end"} in lines
+    assert {"event": "restart"} in lines and {"event": "recovery_expiry"} in lines
     # replays held in recovery are answered later: their records say when
     deferred = [n for n, line in enumerate(lines, 1) if "replied_at" in line]
     assert deferred and all(lines[n - 1]["replied_at"] > n for n in deferred)

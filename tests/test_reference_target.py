@@ -1589,6 +1589,24 @@ def bug_version_on_every_change(t):
     return c.getattr(1).oa["o_data_version"] != 0
 
 
+def bug_getattr_omits_projid(t):
+    c = connected(t)
+    c.create(1)
+    return not c.getattr(1).oa["o_valid"] & FLPROJID
+
+
+def bug_no_full20(t):
+    return not Client(t, "c1").connect().struct("obd_connect_data")["ocd_connect_flags"] & C("OBD_CONNECT_FULL20")
+
+
+def bug_runs_last_transaction_xid(t):
+    c = connected(t)
+    c.create(1)
+    c.unreplied.add(c.xid + 1)                                  # the reply is lost: pb_last_xid stays below
+    c.setattr(1, o_mtime=1)
+    return c.send_bytes(*c.last_sent) is not None                # the same bytes, no MSG_RESENT: dropped
+
+
 DETECTORS = {name: globals()["bug_" + name[len("target_"):]] for name in TARGET_FAMILIES}
 
 
@@ -1600,3 +1618,39 @@ def test_broken_target_is_detectable(name):
     assert {"target", "restart"} <= set(testee.hello()["capabilities"])
     assert DETECTORS[name](testee.target), f"{name}: the bug does not show"
     assert not DETECTORS[name](Target()), f"{name}: the correct target shows it too"
+
+
+# ---- configurations of Lustre's OST (issue 25) -------------------------------------------------
+
+def test_without_project_quota_a_new_projid_is_refused():
+    """osd_transfer_project: -EOPNOTSUPP, transno 0; a SETATTR sets nothing (its mtime neither),
+    a PUNCH has truncated already (osd_punch before dt_attr_set); projid 0 is no transfer."""
+    t = Target(TargetConfig(project_quota=False))
+    c = connected(t)
+    c.create(2)
+    rep = c.setattr(1, FLPROJID | FLMTIME, o_projid=5, o_mtime=9)
+    assert (rep.type, rep.status, rep.transno) == (REPLY, e("EOPNOTSUPP"), 0)
+    oa = c.getattr(1).oa
+    assert (oa["o_projid"], oa["o_mtime"], oa["o_mode"], oa["o_valid"] & FLPROJID) == (0, 0, 0o107666, FLPROJID)
+    assert c.setattr(1, FLPROJID, o_projid=0).status == 0
+    rep = c.punch(2, 100, FLPROJID, o_projid=6)
+    assert (rep.status, rep.transno) == (e("EOPNOTSUPP"), 0)
+    assert (c.getattr(2).oa["o_size"], c.getattr(2).oa["o_projid"]) == (100, 0)
+
+
+def test_with_recovery_disabled():
+    """No MSG_CONNECT_REPLAYABLE, no transno, last_committed 0, row 12 not applied, and a
+    restart remembers no client: no recovery."""
+    t = Target(TargetConfig(recovery=False))
+    c = Client(t, "c1")
+    rep = c.connect()
+    assert rep.status == 0 and not rep.body["pb_op_flags"] & C("MSG_CONNECT_REPLAYABLE")
+    c.create(1)
+    c.unreplied.add(c.xid + 1)
+    rep = c.setattr(1, o_mtime=1)
+    assert (rep.status, rep.transno, rep.committed) == (0, 0, 0)
+    assert c.send_bytes(*c.last_sent) is not None             # row 12 is not looked at
+    t.restart()
+    assert not t.recovering
+    rep = c.connect()
+    assert rep.status == 0 and not rep.body["pb_op_flags"] & (C("MSG_CONNECT_RECOVERING") | C("MSG_CONNECT_REPLAYABLE"))

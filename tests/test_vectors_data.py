@@ -241,7 +241,7 @@ def test_loader_names_file_vector_and_field_of_each_schema_problem():
     ({"direction": None}, "local.one: missing field 'direction'"),
     ({"title": " "}, "local.one.title: ' ' is not text (not blank)"),
     ({"requirements": ["NO-SUCH-1"]}, "local.one.requirements: unknown requirement 'NO-SUCH-1'"),
-    ({"profile_overrides": {"nope": {"verdict": "valid"}}}, "local.one.profile_overrides.nope: unknown profile"),
+    ({"profile_overrides": {"nope": {"verdict": "valid"}}}, "local.one.profile_overrides.nope: neither a modifier (literal, reconstruct) nor a profile"),
     ({"profile_overrides": {"lustre-2.17.57": {"errno": ["ENOENT"]}}},
      "local.one.profile_overrides.lustre-2.17.57.errno[0]: 'ENOENT' is not one of EINVAL, EFAULT, EPROTO"),
     ({"bytes": ["00", {"fill": "0", "count": 2}]}, "local.one.bytes[1].fill: '0' is not a hex byte pattern"),

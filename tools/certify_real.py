@@ -2,21 +2,27 @@
 """Certify a real implementation and regenerate its published certification document.
 
     python3 tools/certify_real.py ktest --ktest /path/to/lustre_tcp_client.py
-    python3 tools/certify_real.py lustre --lustre /path/to/lustre-release [--profile lustre-2.15.8]
+    python3 tools/certify_real.py lustre --lustre /path/to/lustre-release [--lustre TREE ...]
 
 `ktest` certifies ktest's user-space Lustre client through examples/ktest-client, `lustre`
 Lustre's own unpacking code through examples/lustre-testee (built into OUT/build with
 `make sanitize`, so that a read past a message is an AddressSanitizer report in the case's
-message); the tree may be of any release the testee builds from (2.12.9, 2.15.8, 2.16.1,
-2.17.0, 2.17.57), whose version is read from its LUSTRE-VERSION-GEN.  Each
+message).  Each
 runs `ptlrpc-conformance certify` from the repository root into --out (default
 /tmp/cert-ktest, /tmp/cert-lustre; certify exits 1 when cases fail, which is what the
-document is about; --profile NAME is handed to it, else it follows the suite's default
-profile), then `ptlrpc-conformance certification-doc` with the implementation's
+document is about), then `ptlrpc-conformance certification-doc` with the implementation's
 notes file, writing docs/certifications/<name>.md:
 
     ktest-lustre_tcp_client-<version>.md   notes: ktest-lustre_tcp_client-notes.md
-    lustre-<version>-pack_generic.md       notes: lustre-pack_generic-notes.md
+    lustre-<version>-pack_generic.md       notes: lustre-<version>-pack_generic-notes.md, else
+                                           lustre-pack_generic-notes.md
+
+A Lustre tree is certified under every release's profile in one run (`certify --profile
+all`, the release matrix); its document is the run under its own release's profile (the
+default profile for a version the suite has no profile for).  With the trees of several
+releases, docs/certifications/lustre-release-matrix.md is written too: each release's code
+against each release's profile, and which release's behaviour the code follows, difference
+by difference.
 
 <version> comes from the testee's hello (ktest: the commit of the file, when its sha256 is
 the one the shim knows; Lustre: the tree's version).  Nothing of ktest or Lustre is written
@@ -28,7 +34,6 @@ import argparse
 import json
 import os
 import pathlib
-import re
 import shlex
 import subprocess
 import sys
@@ -51,10 +56,9 @@ def run(cmd: list[str], env=None, ok=(0,)) -> int:
     return rc
 
 
-def certify(iut: str, out: str, env=None, profile: str | None = None) -> dict:
+def certify(iut: str, out: str, env=None, extra=()) -> dict:
     # exit 0: every case passed; 1: cases failed (a certification of real code usually has some)
-    run(COMMAND + ["certify", "--iut", iut, "--out", out] + (["--profile", profile] if profile else []),
-        env=env, ok=(0, 1))
+    run(COMMAND + ["certify", "--iut", iut, "--out", out, *extra], env=env, ok=(0, 1))
     try:
         return json.loads(pathlib.Path(out, "report.json").read_text())
     except (OSError, ValueError) as e:
@@ -68,16 +72,64 @@ def document(out: str, notes: str, name: str) -> pathlib.Path:
     return target
 
 
-def lustre_release(tree: str) -> str:
-    """The release of a lustre-release tree: DEFAULT_VERSION in its LUSTRE-VERSION-GEN."""
-    gen = pathlib.Path(tree, "LUSTRE-VERSION-GEN")
-    try:
-        m = re.search(r"^DEFAULT_VERSION=(\S+)", gen.read_text(errors="replace"), re.M)
-    except OSError as e:
-        raise SystemExit(f"certify_real: {gen}: cannot read: {e.strerror or e}") from None
-    if not m:
-        raise SystemExit(f"certify_real: {gen}: no DEFAULT_VERSION")
-    return m.group(1)
+def release_matrix(matrices: list[dict], trees: list[str]) -> str:
+    """docs/certifications/lustre-release-matrix.md: each release's own unpacking code (a row)
+    judged under each release's profile (a column), from the matrix runs' report.json; then,
+    for each code, the differences between releases it follows."""
+    matrices = sorted(matrices, key=lambda m: [int(x) for x in m["iut"]["hello"]["version"].split(".")])
+    profiles = [r["profile"] for r in matrices[0]["releases"]]
+    suite = matrices[0].get("suite") or {}
+    out = ["# Lustre's own unpacking code, release by release",
+           "",
+           f"Each row is one Lustre release's `pack_generic.c` receive path, built from that release's tree by "
+           f"[examples/lustre-testee](../../examples/lustre-testee/README.md) (`make sanitize`). Each column is "
+           f"one release's profile. Every cell comes from one `certify --profile all` run of that code, with "
+           f"ptlrpc-conformance {suite.get('version', '?')} (suite sha256 `{suite.get('sha256', '?')}`), "
+           f"seed {matrices[0].get('seed')}. A cell gives the level and the failing MUST requirements.",
+           "",
+           f"| vectors sha256 | `{(matrices[0].get('sha256') or {}).get('vectors', '?')}` |",
+           "|---|---|",
+           "",
+           "Every release's code fails two requirements under every profile, DEC-ROBUST-1 and HDR-BUFLEN-2. Both "
+           "come from the wrap of a rounded buffer length (docs/divergences.md). Lustre accepts such a message and "
+           "then reads past its end; the testee's guard page or AddressSanitizer turns that read into a crash. "
+           "Every other failing requirement in a cell is a difference between the code's release and the "
+           "profile's release. The table after this one explains each such difference.",
+           "",
+           "| code \\ profile | " + " | ".join(profiles) + " |",
+           "|---|" + "---|" * len(profiles)]
+    for m in matrices:
+        cells = []
+        for r in m["releases"]:
+            status = (r["level"] or {}).get("status", "?")
+            failing = ", ".join(r["failing_requirements"]) or "none"
+            cells.append(f"{status}: {failing}")
+        out.append(f"| Lustre {m['iut']['hello']['version']} | " + " | ".join(cells) + " |")
+    out += ["", "## The differences each release's code follows", "",
+            "For each change between neighbouring releases that the suite's cases exercise, the side each "
+            "release's code follows is taken from the verdicts of the cases that change touches, under the "
+            "profiles of the releases on each side. The change's `what it changes in practice` is from "
+            "spec/release_differences.yaml, and docs/releases.md explains each one.", "",
+            "| difference | Lustre change | " + " | ".join(f"Lustre {m['iut']['hello']['version']}" for m in matrices)
+            + " | in practice |",
+            "|---|---|" + "---|" * len(matrices) + "---|"]
+    rows: dict[str, dict] = {}
+    for m in matrices:
+        for d in m["differences"]:
+            rows.setdefault(d["id"], {"d": d, "by": {}})["by"][m["iut"]["hello"]["version"]] = d["follows"]
+    for did, row in rows.items():
+        if all(v == "not exercised" for v in row["by"].values()):
+            continue
+        d = row["d"]
+        cells = [row["by"].get(m["iut"]["hello"]["version"], "") for m in matrices]
+        out.append(f"| `{did}` ({d['from']} → {d['to']}): {d['what'].strip()} | {d.get('lu') or ''} | "
+                   + " | ".join(cells) + f" | {(d.get('effect') or '').strip()} |")
+    out += ["", "Each code follows its own release's side of every difference it was judged on. A `both` "
+            "means the cases the difference changes pass under either release's rules, because their "
+            "vectors do not exercise the changed field. `not exercised` rows are left out.",
+            "", "Written by `python3 tools/certify_real.py lustre` with the trees "
+            + ", ".join(f"`{pathlib.Path(t).name}`" for t in trees) + " (see examples/lustre-testee/README.md)."]
+    return "\n".join(out) + "\n"
 
 
 def main(argv=None) -> int:
@@ -86,10 +138,9 @@ def main(argv=None) -> int:
     k = sub.add_parser("ktest", help="ktest's tools/lustre_tcp_client.py")
     k.add_argument("--ktest", required=True, help="path to ktest's tools/lustre_tcp_client.py")
     k.add_argument("--out", default="/tmp/cert-ktest")
-    lu = sub.add_parser("lustre", help="Lustre's pack_generic.c unpacking, from a lustre-release tree")
-    lu.add_argument("--lustre", required=True, help="a lustre-release tree")
+    lu = sub.add_parser("lustre", help="Lustre's pack_generic.c unpacking, from lustre-release trees")
+    lu.add_argument("--lustre", required=True, action="append", help="a lustre-release tree (repeatable)")
     lu.add_argument("--out", default="/tmp/cert-lustre")
-    lu.add_argument("--profile", help="the profile the verdicts follow (default: the suite's default)")
     args = ap.parse_args(argv)
     if args.what == "ktest":
         if not os.path.isfile(args.ktest):
@@ -99,17 +150,24 @@ def main(argv=None) -> int:
         version = report["iut"]["hello"]["version"]
         doc = document(args.out, "ktest-lustre_tcp_client-notes.md", f"ktest-lustre_tcp_client-{version}.md")
     else:
-        if not os.path.isfile(os.path.join(args.lustre, "lustre/ptlrpc/pack_generic.c")):
-            ap.error(f"--lustre {args.lustre}: no lustre/ptlrpc/pack_generic.c")
-        release = lustre_release(args.lustre)
-        if args.profile and not args.profile.startswith(f"lustre-{release}"):
-            print(f"certify_real: warning: the tree is Lustre {release}, the profile {args.profile}", file=sys.stderr)
-        print(f"certify_real: Lustre {release}, profile {args.profile or '(the default)'}", file=sys.stderr)
-        build = os.path.join(args.out, "build")
-        run(["make", "-C", LUSTRE_DIR, f"LUSTRE={os.path.abspath(args.lustre)}", f"BUILD={build}", "sanitize"])
-        report = certify(f"exec:{build}/lustre-testee-san", args.out, profile=args.profile)
-        version = report["iut"]["hello"]["version"]
-        doc = document(args.out, "lustre-pack_generic-notes.md", f"lustre-{version}-pack_generic.md")
+        matrices = []
+        for i, tree in enumerate(args.lustre):
+            out = os.path.join(args.out, f"tree{i}")
+            build = os.path.join(out, "build")
+            run(["make", "-C", LUSTRE_DIR, f"LUSTRE={os.path.abspath(tree)}", f"BUILD={build}", "sanitize"])
+            matrix = certify(f"exec:{build}/lustre-testee-san", out, extra=["--profile", "all"])
+            version = matrix["iut"]["hello"]["version"]
+            own = next((r for r in matrix["releases"] if r["release"] == version), None) or \
+                next(r for r in matrix["releases"] if r["profile"] == matrix["base"])
+            notes = f"lustre-{version}-pack_generic-notes.md"
+            if not (CERTS / notes).is_file():
+                notes = "lustre-pack_generic-notes.md"
+            doc = document(os.path.join(out, own["profile"]), notes, f"lustre-{version}-pack_generic.md")
+            print(f"certify_real: {doc.relative_to(ROOT)} written", file=sys.stderr)
+            matrices.append(matrix)
+        if len(matrices) > 1:
+            doc = CERTS / "lustre-release-matrix.md"
+            doc.write_text(release_matrix(matrices, args.lustre), encoding="utf-8")
     print(f"certify_real: {doc.relative_to(ROOT)} written", file=sys.stderr)
     return 0
 

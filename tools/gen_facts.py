@@ -2,13 +2,15 @@
 """Generate ptlrpc_conformance/spec/facts.json from the project's spec sources.
 
 Inputs (read only):
-  spec-sources/wire_facts.yaml     constants and struct layouts (from Lustre's wiretest.c)
+  spec-sources/wire_facts.yaml     constants (from Lustre's wiretest.c)
   spec-sources/flags.yaml          MSG_*, MSGHDR_*, pb_type, pb_version, magic, opcodes, wire errnos
   tools/facts_extra.yaml           limits and facts the two files above do not carry as values
 
 The output is JSON so that the bundled reference implementation (stdlib only) can read
-the very same facts the suites read.  `python tools/gen_facts.py --check` exits 1 when
-the committed file differs from what the sources give (the project's tests run it).
+the very same facts the suites read.  Structure layouts are not here: they are in
+spec/layouts.json (tools/gen_layouts.py), the package's one layout table.
+`python tools/gen_facts.py --check` exits 1 when the committed file differs from what the
+sources give (the project's tests run it).
 """
 from __future__ import annotations
 
@@ -53,24 +55,6 @@ def _flag_table(section: dict) -> dict:
     return dict(sorted(table.items(), key=lambda kv: (kv[1]["value"], kv[0])))
 
 
-def _struct(entry: dict) -> dict:
-    fields = []
-    for f in entry.get("fields", []):
-        row = {"name": f["name"], "offset": f["offset"], "size": f["size"], "type": f.get("type", "")}
-        if "count" in f:
-            row["count"] = f["count"]
-            row["elem_size"] = f.get("elem_size", 0)
-        if f.get("flexible"):
-            row["flexible"] = True
-        if f.get("condition"):
-            row["condition"] = f["condition"]
-        fields.append(row)
-    out = {"size": entry["size"], "kind": entry.get("kind", "struct"), "fields": fields}
-    if entry.get("header"):
-        out["cite"] = entry["header"]
-    return out
-
-
 def _swab(rules: dict, constants: dict) -> dict:
     """Swab rules with constant names resolved to values."""
     out = {}
@@ -106,7 +90,7 @@ def _formats(table: dict, opcodes: dict) -> dict:
 
 
 def build(spec_dir: pathlib.Path) -> dict:
-    wire = yaml.safe_load((spec_dir / "wire_facts.yaml").read_text())
+    wire = regen.load_wire_facts(spec_dir)
     flags = yaml.safe_load((spec_dir / "flags.yaml").read_text())
     extra = yaml.safe_load(EXTRA.read_text())
 
@@ -146,7 +130,6 @@ def build(spec_dir: pathlib.Path) -> dict:
         "valid_bits": _valid_bits(extra["valid_bits"], flags),
         "message_formats": _formats(extra["message_formats"], opcodes),
         "structs_required": extra["structs_required"],
-        "structs": {name: _struct(entry) for name, entry in sorted(wire["structs"].items())},
     }
     for section, key in FLAG_SECTIONS.items():
         facts[key] = _flag_table(flags[section])

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Generate ptlrpc_conformance/spec/layouts.json: the layout of every wire structure the seed
-documents name, and of every structure nested inside one.
+"""Generate ptlrpc_conformance/spec/layouts.json: the layout of every wire structure of
+Lustre 2.17.57 (every structure wiretest.c asserts, every structure the seed documents name,
+and every structure nested inside one of them).  It is the package's only layout table:
+spec/layouts.py reads it, and through it spec.layout(), the codecs and the suites.
 
 Inputs (read only):
   spec-sources/wire_facts.yaml      layouts asserted by Lustre's wiretest.c (x86_64)
@@ -32,7 +34,13 @@ WIRETEST = "lustre/ptlrpc/wiretest.c"
 
 SCALARS = {"__u8": "u8", "__u16": "u16", "__u32": "u32", "__u64": "u64",
            "__s8": "s8", "__s16": "s16", "__s32": "s32", "__s64": "s64", "obd_time": "s64",
-           "__le16": "u16", "__le32": "u32", "unsigned char": "u8", "char": "char"}
+           "__le16": "u16", "__le32": "u32", "__be16": "u16", "__be32": "u32",
+           "unsigned char": "u8", "char": "char"}
+# Typedefs and macros the wiretest facts use as field types (header lines cited).
+TYPEDEFS = {"lnet_nid_t": "__u64",                 # include/uapi/linux/lnet/lnet-idl.h:32
+            "netobj_t": "struct netobj_s",         # lustre_idl.h:3997
+            "rawobj_t": "struct rawobj_s",         # lustre_idl.h:4002
+            "sfid_t": "struct guid_t"}             # lustre_disk.h:486 (#define sfid_t guid_t)
 SCALAR_SIZE = {"u8": 1, "s8": 1, "char": 1, "u16": 2, "s16": 2, "u32": 4, "s32": 4, "u64": 8, "s64": 8}
 
 # Structures wiretest.c has no entry for, but which a seed structure nests (header facts).
@@ -48,6 +56,12 @@ HEADER_STRUCTS = {
     "close_data_resync_done": {"size": 64, "cite": UAPI + "lustre_idl.h:3822",
                                "fields": [("resync_count", 0, "__u32"),
                                           ("resync_ids_inline", 4, "__u32[15]")]},
+    # nested in structures only wiretest.c names (not in the seed documents)
+    "lnet_nid": {"size": 20, "packed": True, "cite": "include/uapi/linux/lnet/lnet-idl.h:47",
+                 "fields": [("nid_size", 0, "__u8"), ("nid_type", 1, "__u8"),
+                            ("nid_num", 2, "__be16"), ("nid_addr", 4, "__be32[4]")]},
+    "guid_t": {"size": 16, "cite": "linux/uuid.h (Linux uapi: typedef struct { __u8 b[16]; } guid_t)",
+               "fields": [("b", 0, "__u8[16]")]},
 }
 
 # Seed structures wiretest.c has no entry for: seed_mapping.yaml gives their header (or, for
@@ -55,27 +69,57 @@ HEADER_STRUCTS = {
 # of header fields the seed does not list.
 MISSING_CITES = {"lu_fid": UAPI + "lustre_user.h:362", "hsm_extent": UAPI + "lustre_user.h:2482",
                  "close_data": UAPI + "lustre_idl.h:3827", "llog_cookie": UAPI + "lustre_idl.h:3241"}
-MISSING_PACKED = {"hsm_extent", "llog_cookie"}
+MISSING_PACKED = {"hsm_extent", "llog_cookie", "lu_fid"}   # lustre_user.h:378 closes lu_fid packed
 HEADER_ONLY_TYPES = {("close_data", "cd_resync"): "struct close_data_resync_done",
                      ("close_data", "cd_mirror_id"): "__u16", ("close_data", "cd_archive_id"): "__u32",
                      ("close_data", "cd_data_version2"): "__u64", ("llog_cookie", "lgc_offset"): "__u64"}
 
 # Fields the headers declare but wiretest.c does not assert (or asserts without a type).
+# Lines are those of the v2_17_57 tag; docs/divergences.md says why each is the header's.
 HEADER_FIELDS = {
-    "obd_uuid": [("uuid", 0, "char[40]")],                                   # lustre_user.h:1459
-    "ost_id": [("oi_fid", 0, "struct lu_fid")],                              # lustre_user.h:573
-    "lfsck_request": [("lr_status", 16, "__u32"), ("lr_flags2", 28, "__u32")],  # lustre_idl.h:3346,3352
-    "fiemap_extent": [("fe_reserved64", 24, "__u64[2]")],                    # linux/fiemap.h:23
-    "llog_log_hdr": [("llh_reserved", 84, "__u32[1]"),                       # 96/4 - 23, lustre_idl.h:3209
-                     ("llh_bitmap", 88, "__u32[2024]"),                      # (8192 - 96)/4
-                     ("llh_tail", 8184, "struct llog_rec_tail")],
+    "obd_uuid": [("uuid", 0, "char[40]")],                                   # lustre_user.h:1459 (UUID_MAX)
+    "ost_id": [("oi_fid", 0, "struct lu_fid")],                              # lustre_user.h:573 (union)
+    "lfsck_request": [("lr_status", 16, "__u32"),                            # lustre_idl.h:3336 (union)
+                      ("lr_flags2", 28, "__u32")],                           # lustre_idl.h:3342
+    "fiemap_extent": [("fe_reserved64", 24, "__u64[2]")],                    # linux/fiemap.h (Linux uapi)
+    "llog_log_hdr": [("llh_reserved", 84, "__u32[1]"),                       # 96/4 - 23, lustre_idl.h:3203
+                     ("llh_bitmap", 88, "__u32[2024]"),                      # (8192 - 96)/4, lustre_idl.h:3213
+                     ("llh_tail", 8184, "struct llog_rec_tail")],            # lustre_idl.h:3214
     "hsm_user_state": [("hus_extended_info", 32, "char[]")],                 # lustre_user.h:2501
-    "lquota_id": [("qid_fid", 0, "struct lu_fid"), ("qid_uid", 0, "__u64"),  # lustre_idl.h:1584
+    "lquota_id": [("qid_fid", 0, "struct lu_fid"), ("qid_uid", 0, "__u64"),  # lustre_idl.h:1590 (union)
                   ("qid_gid", 0, "__u64"), ("qid_projid", 0, "__u64")],
-    "lov_ost_data_v1": [("l_ost_type", 16, "__u32")],                        # lustre_idl.h:1239 (union)
-    "mgs_config_res": [("mcr_nm_cur_pass", 8, "__u64")],                     # lustre_idl.h:2841 (union)
+    "lov_ost_data_v1": [("l_ost_type", 16, "__u32")],                        # lustre_idl.h:1245 (union)
+    "mgs_config_res": [("mcr_nm_cur_pass", 8, "__u64")],                     # lustre_idl.h:2831 (union)
+    "obd_quotactl": [("qc_poolname", 112, "char[]")],                         # lustre_idl.h:1605 (flexible)
+    # structures only wiretest.c names (not the seeds)
+    "changelog_rec": [("cr_markerflags", 32, "__u32")],                      # lustre_user.h:2109 (union)
+    "llog_gen_rec": [("padding1", 32, "__u64"), ("padding2", 40, "__u64"),   # lustre_idl.h:3148
+                     ("padding3", 48, "__u64")],
+    "lu_idxpage": [("lip_entries", 16, "char[]")],                           # lustre_idl.h:3470
+    "lu_page": [("lp_dir", 0, "struct lu_dirpage"), ("lp_idx", 0, "struct lu_idxpage"),  # lustre_idl.h:3476
+                ("lp_array", 0, "char[4096]")],                              # LU_PAGE_SIZE
+    "mdt_rec_create": [("cr_archive_id", 88, "__u32")],                      # lustre_idl.h:2139 (union)
+    "nodemap_rec": [("ncr", 0, "struct nodemap_cluster_rec"), ("nrr", 0, "struct nodemap_range_rec"),
+                    ("nrr2", 0, "struct nodemap_range2_rec"), ("nir", 0, "struct nodemap_id_rec"),
+                    ("ngr", 0, "struct nodemap_global_rec"),                 # lustre_disk.h:383
+                    ("ncrr", 0, "struct nodemap_cluster_roles_rec"), ("nor", 0, "struct nodemap_offset_rec"),
+                    ("nfhr", 0, "struct nodemap_fileset_header_rec"), ("nfr", 0, "struct nodemap_fileset_rec"),
+                    ("nucr", 0, "struct nodemap_user_capabilities_rec")],
+    "update_records": [("ur_ops", 32, "struct update_ops")],                 # lustre_idl.h:3872
 }
-HEADER_TYPES = {("ost_id", "oi"): "struct ost_id_oi"}   # wiretest asserts oi's size, not its type
+HEADER_TYPES = {("ost_id", "oi"): "struct ost_id_oi",  # wiretest asserts oi's size, not its type
+                # wiretest asserts these without a type (a Linux uapi structure, a union member
+                # of anonymous type, a DECLARE_FLEX_ARRAY); the header gives it
+                ("posix_acl_xattr_entry", "e_tag"): "__le16",               # linux/posix_acl_xattr.h
+                ("posix_acl_xattr_entry", "e_perm"): "__le16",
+                ("posix_acl_xattr_entry", "e_id"): "__le32",
+                ("posix_acl_xattr_header", "a_version"): "__le32",
+                ("mgs_nidtbl_entry", "u.nids"): "lnet_nid_t[]",              # lustre_idl.h:2800
+                ("mgs_nidtbl_entry", "u.nidlist"): "struct lnet_nid[]",      # lustre_idl.h:2801
+                ("getinfo_fid2path", "gf_path"): "char[]",
+                ("getinfo_fid2path", "gf_u.gf_path"): "char[]",
+                ("update_params", "up_params"): "struct object_update_param[]",  # lustre_idl.h:3846
+                ("update_ops", "uops_op"): "struct update_op[]"}                 # lustre_idl.h:3842
 
 # Type names the seeds use for current structures, beyond the seed_mapping entry names.
 EXTRA_ALIASES = {"lov_mds_md": "lov_mds_md_v1",   # #define, lustre_idl.h:1245; seed 004 MIN_MD_SIZE
@@ -83,7 +127,9 @@ EXTRA_ALIASES = {"lov_mds_md": "lov_mds_md_v1",   # #define, lustre_idl.h:1245; 
 # Seed field names that are macros over a current field (lustre_fiemap.h:36).
 MACRO_FIELD_ALIASES = {"fiemap_extent": {"fe_device": ["fe_reserved"]}}
 
-NOTE = ("Generated; do not edit. Offsets and sizes in bytes, x86_64. Current Lustre names are canonical. "
+NOTE = ("Generated; do not edit. The package's one layout table (Lustre 2.17.57): every structure wiretest.c "
+        "asserts, every structure the seeds name and every structure nested in one. "
+        "Offsets and sizes in bytes, x86_64. Current Lustre names are canonical. "
         "TYPE: u8..u64/s8..s64 for integers (enums: unsigned integer of their size; __s64/obd_time signed), "
         "'char' for char arrays, 'struct NAME' for any aggregate, union types included (their entry has "
         "kind 'union'). Arrays: type is the element type, count = elements, size = count * element size; "
@@ -91,6 +137,8 @@ NOTE = ("Generated; do not edit. Offsets and sizes in bytes, x86_64. Current Lus
         "an array, e.g. mti_nidlist). Union members share an offset and a 'union' group name: 'anon@<offset>' "
         "for an anonymous union inside a structure, the union's own name for a union type's members. The anonymous "
         "struct ost_id.oi is modelled as struct ost_id_oi. packed: the header declares the structure packed. "
+        "condition: the #ifdef of wiretest.c around a structure, or around a field when it differs from its "
+        "structure's. "
         "unasserted_ranges: bytes wiretest.c asserts nothing about (fields listed in header_fields come from "
         "the header, not wiretest). seed: the structure is a seed_mapping.yaml entry (seed 004's list of 58 "
         "= 56 structures + 2 size formulas, plus lustre_msg_v2/lustre_msg and mgs_config_body from the C "
@@ -101,6 +149,9 @@ NOTE = ("Generated; do not edit. Offsets and sizes in bytes, x86_64. Current Lus
 def ctype(text: str, struct: str, size_hint: int | None = None) -> tuple[str, bool]:
     """C type text -> (TYPE, is_array)."""
     base, is_array = text.split("[", 1)[0].strip(), "[" in text
+    base = TYPEDEFS.get(base, base)
+    if base.endswith("*"):
+        return "u64", is_array          # a pointer (rawobj_s.data): 8 bytes on LP64
     if base.startswith(("struct ", "union ")):
         return "struct " + base.split()[1], is_array
     if base.startswith("enum "):
@@ -132,15 +183,19 @@ def header_field(struct: str, name: str, offset: int, text: str, sizes: dict) ->
     return field(name, offset, int(dim) * elem, t, count=int(dim))
 
 
-def wire_field(struct: str, f: dict) -> dict:
+def wire_field(struct: str, f: dict, facts_condition: str | None = None) -> dict:
     text = HEADER_TYPES.get((struct, f["name"]), f.get("type"))
     if text is None:
         raise SystemExit(f"gen_layouts: {struct}.{f['name']} has no type in wire_facts and none in HEADER_TYPES")
-    elem = f.get("elem_size", f["size"])
-    t, is_array = ctype(text, struct, elem)
+    t, is_array = ctype(text, struct, f.get("elem_size", f["size"]))
+    elem = f.get("elem_size", SCALAR_SIZE.get(t, f["size"]) if is_array else f["size"])
     extra = elem if is_array and SCALAR_SIZE.get(t, elem) != elem else None   # char[][64]: element is char[64]
-    return field(f["name"], f["offset"], f["size"], t, count=f.get("count") if is_array else None,
-                 flexible=bool(f.get("flexible")), elem_size=extra)
+    count = (f.get("count", f["size"] // elem) if is_array else None)       # u8[sizeof(struct lu_fid)]: no count given
+    flexible = bool(f.get("flexible")) or count == 0                         # lcd_padding[LR_CLIENT_SIZE - 128]
+    row = field(f["name"], f["offset"], f["size"], t, count=count, flexible=flexible, elem_size=extra)
+    if f.get("condition") and f["condition"] != facts_condition:
+        row["condition"] = f["condition"]      # a field that only some builds have
+    return row
 
 
 def mark_unions(entry: dict, name: str) -> None:
@@ -154,8 +209,8 @@ def mark_unions(entry: dict, name: str) -> None:
 
 
 def build(spec_dir: pathlib.Path) -> dict:
-    wire = yaml.safe_load((spec_dir / "wire_facts.yaml").read_text())
-    mapping = yaml.safe_load((spec_dir / "seed_mapping.yaml").read_text())
+    wire = regen.load_wire_facts(spec_dir)
+    mapping = regen.load_seed_mapping(spec_dir)
     facts, seeds = wire["structs"], mapping["structs"]
     seed_consts = mapping["meta"]["seed_constants_used"]
     formulas = {k for k, v in seeds.items() if v["current"] == "missing" and not v.get("fields")}
@@ -187,7 +242,7 @@ def build(spec_dir: pathlib.Path) -> dict:
             cite = f"{w['header']}; " if w.get("header") else ""
             lines = w["source_lines"]
             entry = {"size": w["size"], "cite": f"{cite}{WIRETEST}:{lines[0]}-{lines[1]}",
-                     "fields": [wire_field(name, f) for f in w["fields"]]}
+                     "fields": [wire_field(name, f, w.get("condition")) for f in w["fields"]]}
             extra = [header_field(name, *row, sizes) for row in HEADER_FIELDS.get(name, [])]
             if extra:
                 entry["fields"] += extra
@@ -222,7 +277,7 @@ def build(spec_dir: pathlib.Path) -> dict:
             entry["packed"] = True
         return entry
 
-    structs, todo = {}, sorted(set(current_of.values()))
+    structs, todo = {}, sorted(set(current_of.values()) | set(facts))
     while todo:
         name = todo.pop()
         if name in structs:
@@ -257,6 +312,7 @@ def build(spec_dir: pathlib.Path) -> dict:
                         "Lustre 2.17.57 headers (tools/gen_layouts.py HEADER_* tables; cited per struct)"],
             "lustre_version": "2.17.57",
             "abi": wire["meta"]["abi"],
+            "structs": len(structs),
             "seed_structs": sum(1 for e in structs.values() if e["seed"]),
             "seed_entries": dict(sorted(current_of.items())),
             "seed_formulas": sorted(formulas),

@@ -290,6 +290,30 @@ def _(s):
     s.send("c1", c.request("OBD_PING"), ok(why="ping"), "ping still served")
 
 
+@scenario("target.drop.last-transaction-xid", "the XID of the export's last transaction, sent again without "
+          "MSG_RESENT (its reply lost), is dropped; resent with MSG_RESENT it is answered",
+          ["TGT-DROP-1", "TGT-RESEND-1"],
+          ["RULES TRANSNO-8", "tgt_handler.c: tgt_handle_recovery, req_can_reconstruct",
+           "tgt_lastrcvd.c: tgt_last_rcvd_update (lcd_last_xid)"])
+def _(s):
+    s.connect("c1")
+    c = s.clients["c1"]
+    s.probe("c1")
+    s.create("c1", 1)
+    buf = ost_body(2, MD["FLMTIME"], o_mtime=TIME)
+    xid, data = c.request("OST_SETATTR", [buf])
+    c.unreplied.add(xid)              # the reply is "lost": pb_last_xid stays below the XID
+    first = s.send("c1", (xid, data), ok("nonzero", why="setattr"), "setattr mtime (reply lost)", oid=s.obj(1))
+    s.send("c1", c.request("OST_SETATTR", [buf], xid=xid), AnyOf([
+        ("recovery:enabled", dropped("the export's last transaction XID again, without MSG_RESENT or MSG_REPLAY")),
+        ("recovery:disabled", ok("any", why="recovery disabled: tgt_handle_recovery does not look, it runs again"))]),
+        "the same request again, without MSG_RESENT", oid=s.obj(1))
+    s.send("c1", c.request("OST_SETATTR", [buf], xid=xid, flags=C("MSG_RESENT")), None,
+           "the same request, MSG_RESENT", same_as=first, oid=s.obj(1))
+    c.unreplied.discard(xid)
+    s.getattr("c1", 1, fresh(mtime=TIME), "getattr: the setattr ran (once or twice: the same)")
+
+
 def _rejection(opc_name, buffers, expect, note, **kw):
     def build(s):
         s.connect("c1")
@@ -465,6 +489,33 @@ def _(s):
     s.getattr("c1", 1, fresh(gid=42, mode=0o5666), "getattr: only the gid changed, and S_ISGID went with the old group")
 
 
+APPLIED, DROPPED, REFUSED = (f"projid:{m}" for m in ("applied", "dropped", "refused"))
+
+
+def projid_request(s, opc, k, note, valid, cond=None, **fields):
+    """A SETATTR or PUNCH that sets a new projid: applied, or dropped silently (ZFS before
+    0.8), both REPLY 0 with a transno; or refused, REPLY -EOPNOTSUPP with transno 0 (no project
+    quota).  The outcomes are named "projid:MODE" and a run keeps to one (docs/target-rules.md
+    §3, "Project ids").  Returns the step."""
+    extra = {"o_blocks": EOF} if opc == "OST_PUNCH" else {}
+    return s.body("c1", opc, k, AnyOf([
+        (APPLIED, reply(0, "nonzero", requirement="TGT-OBJ-1", why=f"{opc} of a projid: applied")),
+        (DROPPED, reply(0, "nonzero", requirement="TGT-OBJ-1", why=f"{opc} of a projid: dropped silently (ZFS before 0.8)")),
+        (REFUSED, reply("EOPNOTSUPP", requirement="TGT-OBJ-1", why=f"{opc} of a projid without project quota"))]),
+        note, valid | (SIZE_BITS if opc == "OST_PUNCH" else 0), cond=cond, **fields, **extra)
+
+
+def projid_getattr(s, k, after, applied, dropped, refused, note):
+    """GETATTR of object K after projid step `after`: the object as each mode leaves it (the
+    getattr tells applied from dropped, which answer alike)."""
+    s.getattr("c1", k, AnyOf([(APPLIED, model.getattr_expect(applied, "TGT-OBJ-1", note + " (applied)")),
+                              (DROPPED, model.getattr_expect(dropped, "TGT-OBJ-1", note + " (dropped)"))]),
+              note + ": the projid applied, or dropped silently",
+              cond={"if_outcome": {"step": after, "outcome": [APPLIED, DROPPED]}})
+    return s.getattr("c1", k, refused, note + ": refused, nothing set",
+                     cond={"if_outcome": {"step": after, "outcome": [REFUSED]}})
+
+
 @scenario("target.obj.special-bits", "FLUID, FLGID and FLPROJID clear S_ISUID, S_ISGID and S_ISVTX while the stored "
           "mode has them, with or without FLMODE", ["TGT-OBJ-1"],
           ["ofd_objects.c: ofd_attr_handle_id (is_setattr 1), ofd_attr_set", "obdo_server.c: la_from_obdo"])
@@ -480,15 +531,18 @@ def _(s):
     s.getattr("c1", 1, fresh(uid=5, mode=0o3666), "getattr: S_ISUID cleared (0o3666)")
     setattr(2, MD["FLGID"], "object 2: gid alone", o_gid=6)
     s.getattr("c1", 2, fresh(gid=6, mode=0o5666), "getattr: S_ISGID cleared (0o5666)")
-    setattr(3, MD["FLUID"] | MD["FLGID"] | MD["FLPROJID"], "object 3: uid, gid and projid", o_uid=7, o_gid=8, o_projid=9)
-    s.getattr("c1", 3, fresh(uid=7, gid=8, projid=9, mode=0o666), "getattr: all three special bits cleared (0o666)")
+    n = projid_request(s, "OST_SETATTR", 3, "object 3: uid, gid and projid", MD["FLUID"] | MD["FLGID"] | MD["FLPROJID"],
+                       o_uid=7, o_gid=8, o_projid=9)
+    projid_getattr(s, 3, n, fresh(uid=7, gid=8, projid=9, mode=0o666), fresh(uid=7, gid=8, mode=0o666), fresh(),
+                   "getattr: all three special bits cleared (0o666)")
     setattr(4, MD["FLMODE"] | MD["FLUID"], "object 4: mode 04755 and a uid", o_mode=0o4755, o_uid=10)
     s.getattr("c1", 4, fresh(uid=10, mode=0o755), "getattr: the requested S_ISUID is removed (the stored mode had it)")
     setattr(1, MD["FLMODE"] | MD["FLUID"], "object 1 again: mode 04755 and a uid", o_mode=0o4755, o_uid=11)
     s.getattr("c1", 1, fresh(uid=11, mode=0o4755), "getattr: S_ISUID stays (the stored mode no longer had it)")
     setattr(5, MD["FLMODE"], "object 5: mode 07777 alone", o_mode=0o7777)
-    setattr(5, MD["FLPROJID"], "object 5: projid alone", o_projid=3)
-    s.getattr("c1", 5, fresh(projid=3, mode=0o6777), "getattr: the projid cleared S_ISVTX (0o6777)")
+    n = projid_request(s, "OST_SETATTR", 5, "object 5: projid alone", MD["FLPROJID"], o_projid=3)
+    projid_getattr(s, 5, n, fresh(projid=3, mode=0o6777), fresh(mode=0o6777), fresh(mode=0o7777),
+                   "getattr: the projid cleared S_ISVTX (0o6777)")
 
 
 @scenario("target.obj.punch", "OST_PUNCH sets the size, the times it carries (mtime one of the back-ends' outcomes), "
@@ -517,11 +571,45 @@ def _(s):
           o_mode=0o100600)
     s.getattr("c1", 3, fresh(uid=5, gid=6, mode=0o1666),
               "getattr: owner set (its special bits were there), the bits cleared, FLMODE ignored")
-    punch(3, 0, MD["FLUID"] | MD["FLPROJID"], "object 3: another uid and a projid", o_uid=9, o_projid=4)
-    s.getattr("c1", 3, fresh(uid=5, gid=6, projid=4, mode=0o666),
-              "getattr: the uid stays (S_ISUID is gone), the projid is set and clears S_ISVTX")
-    punch(3, 0, MD["FLPROJID"], "object 3: another projid", o_projid=7)
-    s.getattr("c1", 3, fresh(uid=5, gid=6, projid=4, mode=0o666), "getattr: the projid stays (no S_ISVTX, projid not 0)")
+    n = projid_request(s, "OST_PUNCH", 3, "object 3: another uid and a projid", MD["FLUID"] | MD["FLPROJID"],
+                       o_size=0, o_uid=9, o_projid=4)
+    seen = projid_getattr(s, 3, n, fresh(uid=5, gid=6, projid=4, mode=0o666), fresh(uid=5, gid=6, mode=0o666),
+                          fresh(uid=5, gid=6, mode=0o1666),
+                          "getattr: the uid stays (S_ISUID is gone), the projid is set and clears S_ISVTX") - 1
+    applied, dropped = ({"if_outcome": {"step": seen, "outcome": [m]}} for m in (APPLIED, DROPPED))
+    refused = {"if_outcome": {"step": n, "outcome": [REFUSED]}}
+    s.body("c1", "OST_PUNCH", 3, ok("nonzero", why="punch"), "object 3: another projid (kept 4: no S_ISVTX, projid "
+           "not 0)", SIZE_BITS | MD["FLPROJID"], cond=applied, o_size=0, o_blocks=EOF, o_projid=7)
+    s.getattr("c1", 3, fresh(uid=5, gid=6, projid=4, mode=0o666), "getattr: the projid stays (no S_ISVTX, projid not 0)",
+              cond=applied)
+    s.body("c1", "OST_PUNCH", 3, ok("nonzero", why="punch: dropped again"), "object 3: another projid (the stored one "
+           "is still 0, so it is handed on, and dropped)", SIZE_BITS | MD["FLPROJID"], cond=dropped, o_size=0,
+           o_blocks=EOF, o_projid=7)
+    s.getattr("c1", 3, fresh(uid=5, gid=6, mode=0o666), "getattr: the projid still 0", cond=dropped)
+    projid_request(s, "OST_PUNCH", 3, "object 3: another projid (S_ISVTX still set: refused again)", MD["FLPROJID"],
+                   cond=refused, o_size=0, o_projid=7)
+    s.getattr("c1", 3, fresh(uid=5, gid=6, mode=0o1666), "getattr: still nothing set", cond=refused)
+
+
+@scenario("target.obj.projid", "a new projid is applied, dropped silently (ZFS before 0.8) or, without project quota, "
+          "refused REPLY -EOPNOTSUPP with transno 0: a refused SETATTR changes nothing, a refused PUNCH may have "
+          "truncated; a target keeps to one of them for the whole run", ["TGT-OBJ-1"],
+          ["osd-ldiskfs/osd_handler.c: osd_quota_transfer, osd_transfer_project",
+           "osd-zfs/osd_object.c: osd_declare_attr_set", "ofd_objects.c: ofd_attr_set, ofd_object_punch",
+           "osd-ldiskfs/osd_io.c: osd_punch"])
+def _(s):
+    s.connect("c1")
+    s.probe("c1")
+    for k in (1, 2):
+        s.create("c1", k)
+    n = projid_request(s, "OST_SETATTR", 1, "object 1: projid 5 and an mtime", MD["FLPROJID"] | MD["FLMTIME"],
+                       o_projid=5, o_mtime=TIME)
+    projid_getattr(s, 1, n, fresh(projid=5, mtime=TIME, mode=0o6666), fresh(mtime=TIME, mode=0o6666), fresh(),
+                   "getattr 1: the projid cleared S_ISVTX, the mtime set")
+    n = projid_request(s, "OST_PUNCH", 2, "object 2: grow to 100 with projid 6", MD["FLPROJID"] | MD["FLATIME"],
+                       o_size=100, o_projid=6, o_atime=7)
+    projid_getattr(s, 2, n, fresh(size=100, atime=7, projid=6, mode=0o6666), fresh(size=100, atime=7, mode=0o6666),
+                   fresh(size={0, 100}), "getattr 2: a refused punch may have truncated (ldiskfs), nothing else")
 
 
 @scenario("target.obj.refusals", "truncation by setattr (REPLY -EPERM), punch end not EOF (REPLY -EPROTO), punch without FLBLOCKS (ERR -EPROTO)",
@@ -760,6 +848,50 @@ def _(s):
     s.getattr("c1", 1, fresh(), "getattr after recovery")
 
 
+@scenario("recovery.disabled", "a target with recovery disabled says no MSG_CONNECT_REPLAYABLE, gives no transno and "
+          "after a restart has no recovery: a reconnect gets a new export; one with recovery enabled recovers",
+          ["TGT-CONN-1", "TGT-TRANSNO-2", "RCV-CONN-1", "RCV-STATE-1"],
+          ["ofd_dev.c: ofd_init0 (OBDF_REPLAYABLE)", "tgt_main.c: tgt_init (no transaction callbacks without it)",
+           "ldlm_lib.c: target_handle_connect, target_recovery_init", "ofd_obd.c: ofd_obd_connect"],
+          needs=("target", "restart"))
+def _(s):
+    c = s.client("c1")
+    enabled, disabled = "recovery:enabled", "recovery:disabled"
+    first = s.send("c1", c.connect(), AnyOf([
+        (enabled, reply(0, requirement="TGT-CONN-1", handle="nonzero", op_flags_all=REPLAYABLE,
+                        op_flags_none=RECONNECT, why="connect (recovery enabled)")),
+        (disabled, reply(0, requirement="TGT-CONN-1", handle="nonzero", op_flags_none=REPLAYABLE | RECONNECT,
+                         why="connect (recovery disabled: no MSG_CONNECT_REPLAYABLE)"))]), "connect")
+    s.live.add("c1")
+    on = {"if_outcome": {"step": first, "outcome": enabled}}
+    off = {"if_outcome": {"step": first, "outcome": disabled}}
+    s.probe("c1")
+    s.create("c1", 1)
+    setattr_ = s.body("c1", "OST_SETATTR", 1, ok("nonzero", why="setattr (no transno with recovery disabled)"),
+                      "setattr uid 7", MD["FLUID"], o_uid=7)
+    s.op("restart")
+    # recovery enabled: the client reconnects into recovery and replays what it has not seen committed
+    s.default_cond = dict(on)
+    s.connect("c1", recovering=True)
+    s.replay("c1", setattr_)
+    s.done("c1")
+    s.op("end_recovery", **on)
+    s.getattr("c1", 1, fresh(uid=7, mode=0o3666), "getattr: the setattr is there (committed or replayed)",
+              requirement="RCV-STATE-1")
+    # recovery disabled: no client was remembered, so no recovery; the reconnect makes a new
+    # export (no RECOVERING, no REPLAYABLE); what the crash kept is not known (no transno tells)
+    s.default_cond = dict(off)
+    s.send("c1", c.connect(), reply(0, requirement="RCV-CONN-1", handle="nonzero",
+                                    op_flags_none=REPLAYABLE | RECOVERING | RECONNECT,
+                                    why="after a restart with recovery disabled: a new export, no recovery"),
+           "reconnect: a new export")
+    s.getattr("c1", 1, AnyOf([("kept", model.getattr_expect(fresh(uid=7, mode=0o3666), "RCV-STATE-1")),
+                              ("setattr-lost", model.getattr_expect(fresh(), "RCV-STATE-1")),
+                              ("create-lost", reply("ENOENT", requirement="RCV-STATE-1", why="the create was lost"))]),
+              "getattr: the changes may or may not have survived the crash (nothing tells what committed)")
+    s.default_cond = {}
+
+
 @scenario("recovery.claimed-transno", "a replay of a transno another client's replay already ran with runs too "
           "(it is below the next expected transno)", ["RCV-CLAIMED-1"],
           ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request"], needs=("target", "restart"))
@@ -774,9 +906,11 @@ def _(s):
     c2 = s.clients["c2"]
     claim = c2.request("OST_SETATTR", [ost_body(2, MD["FLUID"], o_uid=4)], flags=C("MSG_REPLAY"))
     ran = Expect(type=REPLY_T, status=0, transno="any", requirement="RCV-CLAIMED-1",
-                 why="the first claimant's reply came before: the transno is below the next expected one, so it runs")
+                 why="the first claimant's reply came before: the transno is below the next expected one, so it runs "
+                     "(at once, or, sent while the recovery thread had not yet moved the next expected transno on, "
+                     "once queued: replay_request_or_update)")
     claims = [s.send("c2", claim, ran, f"c2 replays c1's transno ({why})", transno_from=setattr_, oid=s.obj(1),
-                     if_outcome={"step": r, "outcome": [outcome]})
+                     if_outcome={"step": r, "outcome": [outcome]}, later=True)
               for outcome, why in (("expected", "after c1's replay ran"), ("skipped", "c1 saw it committed"))]
     s.done("c1")
     s.done("c2")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Generate ptlrpc_conformance/vectors/structs_generated.yaml: one little-endian
-decode_struct vector for every structure in spec/layouts.json that has no hand-written
+decode_struct vector for every structure the `structs` capability certifies (the seed
+structures and those nested in them: spec/layouts.py seed_closure) that has no hand-written
 vectors (vectors/structs.yaml covers the ones that travel in the suite's messages).
 
 Each vector's bytes are a running counter (byte i = i % 251 + 1; char arrays are letters
@@ -80,7 +81,7 @@ def render() -> str:
         "area: structs",
         "vectors:",
     ]
-    for name in sorted(table["structs"]):
+    for name in layouts.seed_closure():
         if name in HAND_WRITTEN:
             continue
         entry = table["structs"][name]

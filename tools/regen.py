@@ -22,6 +22,50 @@ SPEC_SOURCES = ROOT / "spec-sources"
 SPEC_FILES = ("wire_facts.yaml", "flags.yaml", "seed_mapping.yaml")
 
 
+# What the copy of wire_facts.yaml says that the v2_17_57 tag does not: it was extracted from a
+# tree taken after the tag, which has LU-17238 (commit 9ab3dd8d31): mdt_body's mbo_padding_9
+# renamed mbo_xattr_absent, MBO_XA_SEC_SELINUX/SMACK asserted by wiretest.c.  The tag's
+# lustre_idl.h still declares mbo_padding_9 and lustre_swab_mdt_body leaves it unswapped
+# (tests/test_release_facts.py compares with the tag's own extraction).  Applied by
+# load_wire_facts and load_seed_mapping, so every generator reads the tag's facts.
+TAG_RENAMED_FIELDS = {("mdt_body", "mbo_xattr_absent"): "mbo_padding_9"}
+TAG_ABSENT_CONSTANTS = ("MBO_XA_SEC_SELINUX", "MBO_XA_SEC_SMACK")
+
+
+def load_wire_facts(spec_dir: pathlib.Path) -> dict:
+    """wire_facts.yaml with the corrections to the tag above applied."""
+    import yaml
+    wire = yaml.safe_load((spec_dir / "wire_facts.yaml").read_text())
+    for name in TAG_ABSENT_CONSTANTS:
+        wire.get("constants", {}).pop(name, None)
+        wire.get("constant_sources", {}).pop(name, None)
+    for (struct, old), new in TAG_RENAMED_FIELDS.items():
+        for f in (wire.get("structs", {}).get(struct) or {}).get("fields", []):
+            if f.get("name") == old:
+                f["name"] = new
+    return wire
+
+
+def load_seed_mapping(spec_dir: pathlib.Path) -> dict:
+    """seed_mapping.yaml with the corrections to the tag above applied (a seed field whose
+    current name the tag still has is the same field)."""
+    import yaml
+    mapping = yaml.safe_load((spec_dir / "seed_mapping.yaml").read_text())
+
+    def walk(node, struct=None):
+        if isinstance(node, dict):
+            for (s_name, old), new in TAG_RENAMED_FIELDS.items():
+                if node.get("current") == old and node.get("seed") == new:
+                    node["current"], node["status"] = new, "same"
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+    walk(mapping)
+    return mapping
+
+
 def write_or_check(tool: str, output: pathlib.Path, text: str, check: bool, root: pathlib.Path) -> int:
     name = output.relative_to(root)
     if check:

@@ -32,43 +32,112 @@ import re
 import subprocess
 import sys
 
-# (file in the tree, functions defined there), in the order they are emitted.  A file may be
-# a tuple of the files the functions may be in (the first that defines them is used); an
-# entry may also be a tuple of alternatives, each a tuple of such entries: the first
-# alternative whose first function the tree defines is extracted.
-EXTRACT = (
-    (
-        # 2.15 and later: the swab masks are the request capsule's
-        (("lustre/include/lustre_req_layout.h", ("req_capsule_req_swabbed", "req_capsule_rep_swabbed",
-                                                 "req_capsule_set_req_swabbed", "req_capsule_set_rep_swabbed")),
-         # lustre_req_layout.h in 2.15, lustre_net.h from 2.16
-         (("lustre/include/lustre_net.h", "lustre/include/lustre_req_layout.h"),
-          ("req_capsule_req_need_swab", "req_capsule_rep_need_swab")),
-         ("lustre/ptlrpc/layout.c", ("req_capsule_set_swabbed", "req_capsule_need_swab"))),
-        # 2.12: the request's
-        (("lustre/include/lustre_net.h", ("lustre_req_swabbed", "lustre_rep_swabbed", "ptlrpc_req_need_swab",
-                                          "ptlrpc_rep_need_swab", "lustre_set_req_swabbed",
-                                          "lustre_set_rep_swabbed")),
-         ("lustre/ptlrpc/pack_generic.c", ("ptlrpc_buf_set_swabbed", "ptlrpc_buf_need_swab"))),
-    ),
-    ("lustre/ptlrpc/pack_generic.c", (
-        "lustre_msg_hdr_size_v2", "lustre_msg_buf_v2", "lustre_msg_buflen_v2", "lustre_msg_buflen",
-        "lustre_msg_ptlrpc_body", "lustre_msg_get_type", "lustre_msg_get_opc", "lustre_msg_get_jobid",
-        "lustre_msg_calc_cksum", "lustre_unpack_msg_v2", "__lustre_unpack_msg", "ptlrpc_unpack_req_msg",
-        "ptlrpc_unpack_rep_msg", "lustre_unpack_ptlrpc_body_v2", "lustre_unpack_req_ptlrpc_body",
-        "lustre_unpack_rep_ptlrpc_body", "lustre_swab_ptlrpc_body")),
-)
+# The pack_generic.c functions the testee calls or needs, in the order they are emitted.
+PACK_GENERIC = ("lustre/ptlrpc/pack_generic.c", (
+    "lustre_msg_hdr_size_v2", "lustre_msg_buf_v2", "lustre_msg_buflen_v2", "lustre_msg_buflen",
+    "lustre_msg_ptlrpc_body", "lustre_msg_get_type", "lustre_msg_get_opc", "lustre_msg_get_jobid",
+    "lustre_msg_calc_cksum", "lustre_unpack_msg_v2", "__lustre_unpack_msg", "ptlrpc_unpack_req_msg",
+    "ptlrpc_unpack_rep_msg", "lustre_unpack_ptlrpc_body_v2", "lustre_unpack_req_ptlrpc_body",
+    "lustre_unpack_rep_ptlrpc_body", "lustre_swab_ptlrpc_body"))
+# The helpers that record which buffers were swabbed.  Since 2.13 they take the request's
+# capsule (req_capsule_*), in lustre_req_layout.h, lustre_net.h or layout.c depending on the
+# release; up to 2.12 they take the request (lustre_*_swabbed, ptlrpc_*_need_swab) in
+# lustre_net.h, whose struct ptlrpc_request then holds the messages and the masks itself.
+CAPSULE_HELPERS = ("req_capsule_req_swabbed", "req_capsule_rep_swabbed", "req_capsule_set_req_swabbed",
+                   "req_capsule_set_rep_swabbed", "req_capsule_req_need_swab", "req_capsule_rep_need_swab",
+                   "req_capsule_set_swabbed", "req_capsule_need_swab")
+REQUEST_HELPERS = ("lustre_req_swabbed", "lustre_rep_swabbed", "ptlrpc_req_need_swab", "ptlrpc_rep_need_swab",
+                   "lustre_set_req_swabbed", "lustre_set_rep_swabbed", "ptlrpc_buf_set_swabbed",
+                   "ptlrpc_buf_need_swab")
+HELPER_FILES = ("lustre/include/lustre_req_layout.h", "lustre/include/lustre_net.h", "lustre/ptlrpc/layout.c",
+                "lustre/ptlrpc/pack_generic.c")
 # macros and enums named here are copied even when no extracted function uses them
 SEEDS = ("WIRE_FLVR", "SPTLRPC_FLVR_POLICY", "SPTLRPC_FLVR_NULL", "SPTLRPC_POLICY_NULL", "RCL_CLIENT")
 # where macros and enums are looked up
 HEADERS = ("lustre/include/lustre_net.h", "lustre/include/lustre_req_layout.h", "lustre/include/lustre_sec.h")
-# where the uapi headers are: include/uapi from 2.17.57 on; before, lustre/include/uapi for
-# Lustre's and lnet/include/uapi for LNet's (which lustre_idl.h includes from 2.15 on)
-UAPI_DIRS = ("include/uapi", "lustre/include/uapi", "lnet/include/uapi")
-IDL = "linux/lustre/lustre_idl.h"
-# the structures whose members the output lists (LUSTRE_EXTRACT_FIELD_<member>), so that the
-# testee knows which of today's fields a release has (older ones call some of them padding)
-FIELDS_OF = ("lustre_msg_v2", "ptlrpc_body_v3")
+# where the uapi headers live: include/uapi since 2.17.54, lustre/include/uapi before
+UAPI_DIRS = ("include/uapi", "lustre/include/uapi")
+UAPI = UAPI_DIRS[0]
+# where the LNet uapi headers lustre_idl.h includes live before 2.17.54 (include/uapi after)
+LNET_UAPI = "lnet/include/uapi"
+
+
+def uapi_of(tree: pathlib.Path) -> str:
+    """The tree's uapi include directory (relative), or ExtractError."""
+    for rel in UAPI_DIRS:
+        if (tree / rel / "linux/lustre/lustre_idl.h").is_file():
+            return rel
+    raise ExtractError(f"{tree}: not a lustre-release tree (no linux/lustre/lustre_idl.h under "
+                       f"{' or '.join(UAPI_DIRS)})")
+
+
+def _defines(tree: pathlib.Path, rel: str, name: str) -> bool:
+    path = tree / rel
+    if not path.is_file():
+        return False
+    try:
+        find_function(path.read_text(encoding="utf-8", errors="replace"), name, str(path))
+        return True
+    except ExtractError:
+        return False
+
+
+def plan_for(tree: pathlib.Path) -> tuple[tuple, dict]:
+    """(the (file, functions) to extract, the facts the testee adapts to) for this tree: which
+    helper style it has and where each helper is defined, whether lustre_msg_calc_cksum takes
+    a buffer, and the names the tree's lustre_idl.h gives the fields main.c reports."""
+    old = _defines(tree, "lustre/include/lustre_net.h", "lustre_req_swabbed")
+    helpers: dict[str, list[str]] = {}
+    for name in (REQUEST_HELPERS if old else CAPSULE_HELPERS):
+        rel = next((r for r in HELPER_FILES if _defines(tree, r, name)), None)
+        if rel is None:
+            raise ExtractError(f"{tree}: no definition of {name}() in {', '.join(HELPER_FILES)}")
+        helpers.setdefault(rel, []).append(name)
+    functions = tuple((rel, tuple(names)) for rel, names in helpers.items()) + (PACK_GENERIC,)
+    pack = read(tree, PACK_GENERIC[0])
+    start, params_end, _, _ = find_function(pack, "lustre_msg_calc_cksum", PACK_GENERIC[0])
+    idl = read(tree, uapi_of(tree) + "/linux/lustre/lustre_idl.h")
+
+    def has_field(name: str) -> bool:
+        return re.search(rf"\b{name}\s*;", idl) is not None
+    facts = {"request_helpers": old, "cksum_takes_buffer": "," in pack[start:params_end],
+             "lm_opc": has_field("lm_opc"), "pb_projid": has_field("pb_projid"), "pb_uid": has_field("pb_uid")}
+    return functions, facts
+
+
+def compat_header(facts: dict) -> str:
+    """build/lustre_compat.h: what main.c and the shim need to know of the tree, as macros.
+    Today's field names are reported for every release; where the tree's header still calls
+    a field padding, the bytes are read from the padding, as that release's code leaves them
+    (unswapped from a byte-swapped sender)."""
+    lines = ["/* GENERATED by examples/lustre-testee/extract.py: how this lustre-release tree differs */",
+             "#ifndef LUSTRE_TESTEE_COMPAT_H", "#define LUSTRE_TESTEE_COMPAT_H"]
+    if facts["request_helpers"]:
+        lines += ["#define LT_REQUEST_HELPERS 1",
+                  "#define LT_INIT_REQ(req) do { } while (0)",
+                  "#define LT_SWABBED(req, is_reply) ((is_reply) ? lustre_rep_swabbed(&(req), MSG_PTLRPC_HEADER_OFF) "
+                  ": lustre_req_swabbed(&(req), MSG_PTLRPC_HEADER_OFF))"]
+    else:
+        lines += ["#define LT_INIT_REQ(req) ((req).rq_pill.rc_req = &(req))",
+                  "#define LT_SWABBED(req, is_reply) ((is_reply) ? "
+                  "req_capsule_rep_swabbed(&(req).rq_pill, MSG_PTLRPC_HEADER_OFF) "
+                  ": req_capsule_req_swabbed(&(req).rq_pill, MSG_PTLRPC_HEADER_OFF))"]
+    if facts["cksum_takes_buffer"]:
+        lines.append("#define LT_CKSUM(m) lustre_msg_calc_cksum(m, MSG_PTLRPC_BODY_OFF)")
+    else:   # up to 2.12 it sums the ptlrpc_body and LASSERTs there is one (a short buffer 0 is an
+        #     LBUG; Lustre sums only early replies): the testee sums only where there is a body
+        lines.append("#define LT_CKSUM(m) (lustre_msg_buflen((m), MSG_PTLRPC_BODY_OFF) >= "
+                     "sizeof(struct ptlrpc_body_v2) ? lustre_msg_calc_cksum(m) : 0)")
+    lines.append("#define LT_LM_OPC(m) ((m)->lm_opc)" if facts["lm_opc"] else "#define LT_LM_OPC(m) ((m)->lm_padding_2)")
+    lines.append("#define LT_PB_PROJID(pb) ((pb)->pb_projid)" if facts["pb_projid"]
+                 else "#define LT_PB_PROJID(pb) ((pb)->pb_padding1)")
+    if facts["pb_uid"]:
+        lines += ["#define LT_PB_UID(pb) ((pb)->pb_uid)", "#define LT_PB_GID(pb) ((pb)->pb_gid)"]
+    else:       # one __u64 of padding where pb_uid and pb_gid are now: its two 32-bit halves as they lie
+        lines += ["#define LT_PB_UID(pb) (((const __u32 *)&(pb)->pb_padding64_2)[0])",
+                  "#define LT_PB_GID(pb) (((const __u32 *)&(pb)->pb_padding64_2)[1])"]
+    return "\n".join(lines + ["#endif", ""])
+
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
 RESET = "/* @@line-reset@@ */"        # replaced by a #line naming the output file again
@@ -210,83 +279,20 @@ def enum_index(text: str, rel: str) -> dict[str, tuple[str, str, str]]:
     return out
 
 
-def uapi_dirs(tree: pathlib.Path) -> list[pathlib.Path]:
-    """The tree's uapi include directories, in the order the compiler is given them."""
-    return [tree / d for d in UAPI_DIRS if (tree / d).is_dir()]
-
-
-def idl_header(tree: pathlib.Path) -> pathlib.Path:
-    for d in UAPI_DIRS[:2]:
-        if (tree / d / IDL).is_file():
-            return tree / d / IDL
-    raise ExtractError(f"{tree}: not a lustre-release tree (no {IDL} under {' or '.join(UAPI_DIRS[:2])})")
-
-
-def defined_by(tree: pathlib.Path, shim: pathlib.Path, cc: str) -> set[str]:
-    """Macros already defined once the shim and the uapi lustre_idl.h are included."""
-    src = f'#include "{shim}"\n#include <{IDL}>\n'
-    includes = [a for d in uapi_dirs(tree) for a in ("-I", str(d))]
+def defined_by(tree: pathlib.Path, shim: pathlib.Path, cc: str, compat: str = "") -> set[str]:
+    """Macros already defined once the compat macros, the shim and the uapi lustre_idl.h are
+    included."""
+    uapi = uapi_of(tree)
+    src = f'{compat}\n#include "{shim}"\n#include <linux/lustre/lustre_idl.h>\n'
     try:
-        proc = subprocess.run([cc, "-E", "-dM", "-x", "c", *includes, "-"], input=src,
+        lnet = ["-I", str(tree / LNET_UAPI)] if (tree / LNET_UAPI).is_dir() else []
+        proc = subprocess.run([cc, "-E", "-dM", "-x", "c", "-I", str(tree / uapi), *lnet, "-"], input=src,
                               capture_output=True, text=True, timeout=120)
     except OSError as e:
         raise ExtractError(f"cannot run the C preprocessor {cc!r}: {e.strerror or e}") from None
     if proc.returncode != 0:
-        raise ExtractError(f"{idl_header(tree)}: the shim and lustre_idl.h do not preprocess:\n{proc.stderr[-2000:]}")
+        raise ExtractError(f"{tree / uapi}: the shim and lustre_idl.h do not preprocess:\n{proc.stderr[-2000:]}")
     return {m.group(1) for m in re.finditer(r"^#define ([A-Za-z_]\w*)", proc.stdout, re.M)}
-
-
-def struct_members(text: str, tag: str) -> list[str]:
-    """The member names of `struct tag { ... };` in a header (empty when it is not there)."""
-    m = re.search(rf"^struct\s+{re.escape(tag)}\s*\{{", text, re.M)
-    if not m:
-        return []
-    body = text[m.end():match_brace(text, m.end() - 1, f"struct {tag}") - 1]
-    body = re.sub(r"/\*.*?\*/|//[^\n]*", "", body, flags=re.S)
-    return re.findall(r"(\w+)\s*(?:\[[^\]]*\])?\s*;", body)
-
-
-def params_of(decl: str) -> int:
-    """How many parameters a function declaration has."""
-    inner = decl[decl.index("(") + 1:decl.rindex(")")].strip()
-    return 0 if inner in ("", "void") else inner.count(",") + 1
-
-
-def has_function(tree: pathlib.Path, rel: str, name: str) -> bool:
-    if not (tree / rel).is_file():
-        return False
-    try:
-        find_function(read(tree, rel), name, rel)
-    except ExtractError:
-        return False
-    return True
-
-
-def resolve(tree: pathlib.Path, functions_of) -> list[tuple[str, tuple[str, ...]]]:
-    """functions_of with the alternatives chosen and each file named: [(file, names)]."""
-    out = []
-    for entry in functions_of:
-        if isinstance(entry[0], tuple) and entry[0] and isinstance(entry[0][0], tuple):
-            for alternative in entry:               # a tuple of alternatives
-                files, names = alternative[0]
-                files = (files,) if isinstance(files, str) else files
-                if any(has_function(tree, f, names[0]) for f in files):
-                    break
-            else:
-                alternative = entry[0]              # none is there: report the first's error
-            out += resolve(tree, alternative)
-            continue
-        files, names = entry
-        if isinstance(files, str):
-            out.append((files, names))
-            continue
-        for rel in files:
-            if has_function(tree, rel, names[0]):
-                break
-        else:
-            rel = files[0]
-        out.append((rel, names))
-    return out
 
 
 def _c_string(text: str) -> str:
@@ -314,13 +320,15 @@ def version_of(tree: pathlib.Path) -> str:
 
 
 def extract(tree: pathlib.Path, shim: pathlib.Path, cc: str = "cc", version: str | None = None,
-            out_name: str = "lustre_extract.c", functions_of=EXTRACT, seeds=SEEDS,
-            headers=HEADERS) -> tuple[str, dict]:
-    """(the C text, info).  `functions_of`, `seeds` and `headers` default to what the testee
-    needs; the project's tests pass their own for a stand-in tree."""
-    idl = idl_header(tree)
-    functions_of = resolve(tree, functions_of)
-    known = defined_by(tree, shim, cc)
+            out_name: str = "lustre_extract.c", functions_of=None, seeds=SEEDS,
+            headers=HEADERS, compat: str = "") -> tuple[str, dict]:
+    """(the C text, info).  `functions_of` defaults to what the testee needs from this tree
+    (plan_for); `seeds` and `headers` to the testee's; the project's tests pass their own for
+    a stand-in tree.  `compat`: the text of lustre_compat.h, included first by main.c."""
+    uapi_of(tree)
+    if functions_of is None:
+        functions_of = plan_for(tree)[0]
+    known = defined_by(tree, shim, cc, compat)
     macros: dict[str, tuple[str, str]] = {}
     enums: dict[str, tuple[str, str, str]] = {}
     sources: dict[str, str] = {}
@@ -362,11 +370,8 @@ def extract(tree: pathlib.Path, shim: pathlib.Path, cc: str = "cc", version: str
                 wanted_enums[tag] = (body, where)
                 todo += IDENT.findall(body)
     version = version or version_of(tree)
-    idl_text = idl.read_text(encoding="utf-8", errors="replace")
-    fields = {tag: struct_members(idl_text, tag) for tag in FIELDS_OF}
-    info = {"tree": str(tree), "version": version, "sha256": sources,
-            "uapi": str(idl.parent.parent.parent.relative_to(tree)),
-            "functions": [n for _, names in functions_of for n in names], "fields": fields}
+    info = {"tree": str(tree), "version": version, "sha256": sources, "uapi": uapi_of(tree),
+            "functions": [n for _, names in functions_of for n in names]}
     out = ["/*", " * GENERATED by examples/lustre-testee/extract.py from a lustre-release tree:",
            f" *   tree:    {tree}", f" *   version: {version}"]
     out += [f" *   sha256 {h}  {rel}" for rel, h in sorted(sources.items())]
@@ -382,13 +387,6 @@ def extract(tree: pathlib.Path, shim: pathlib.Path, cc: str = "cc", version: str
     out += ["", "/* ---- prototypes ---- */"] + prototypes + ["", "/* ---- functions ---- */"] + functions
     out += ["", f'#define LUSTRE_EXTRACT_VERSION "{_c_string(version)}"',
             f'#define LUSTRE_EXTRACT_PACK_GENERIC_SHA256 "{sources.get("lustre/ptlrpc/pack_generic.c", "")}"']
-    # what differs between releases, for the testee's #if: the functions there and how many
-    # parameters each takes, and the members of the structures in FIELDS_OF
-    out += ["", "/* ---- what this tree has ---- */"]
-    out += [f"#define LUSTRE_EXTRACT_PARAMS_{decl_name} {params_of(decl)}"
-            for decl_name, decl in zip(info["functions"], prototypes)]
-    out += [f"#define LUSTRE_EXTRACT_FIELD_{member} 1"
-            for tag in FIELDS_OF for member in fields[tag] if re.fullmatch(r"\w+", member)]
     # after each block that claims another file's lines, give the rest back to this file
     final, n = [], 0
     for line in "\n".join(out).split("\n"):
@@ -405,12 +403,17 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True, help="the C file to write (inside build/)")
     ap.add_argument("--shim", default=str(pathlib.Path(__file__).with_name("lustre_shim.h")))
     ap.add_argument("--info", help="also write the tree's version and file hashes as JSON")
+    ap.add_argument("--compat", help="also write lustre_compat.h: how this tree differs, as macros for main.c")
     ap.add_argument("--version", help="the Lustre version to record (default: found in the tree)")
     ap.add_argument("--cc", default=os.environ.get("CC", "cc"))
     args = ap.parse_args(argv)
+    tree = pathlib.Path(args.lustre).resolve()
     try:
-        text, info = extract(pathlib.Path(args.lustre).resolve(), pathlib.Path(args.shim).resolve(), args.cc,
-                             args.version or None, pathlib.Path(args.out).name)
+        functions, facts = plan_for(tree) if uapi_of(tree) else (None, None)
+        compat = compat_header(facts)
+        text, info = extract(tree, pathlib.Path(args.shim).resolve(), args.cc,
+                             args.version or None, pathlib.Path(args.out).name, functions, compat=compat)
+        info["adapted"] = facts
     except ExtractError as e:
         print(f"extract.py: {e}", file=sys.stderr)
         return 2
@@ -418,6 +421,10 @@ def main(argv=None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     if not out.is_file() or out.read_text(encoding="utf-8", errors="replace") != text:
         out.write_text(text, encoding="utf-8")      # unchanged: left alone, so make rebuilds nothing
+    if args.compat:
+        path = pathlib.Path(args.compat)
+        if not path.is_file() or path.read_text(encoding="utf-8") != compat:
+            path.write_text(compat, encoding="utf-8")
     if args.info:
         pathlib.Path(args.info).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
     print(f"extract.py: {out}: {len(info['functions'])} functions from {info['tree']} ({info['version']})",

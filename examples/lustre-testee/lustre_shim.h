@@ -10,8 +10,7 @@
  *
  *   __u8..__u64, __swab*, __swab*s   the Linux uapi headers <linux/types.h>, <linux/swab.h>
  *   round_up                         the kernel's definition: 32-bit operands wrap
- *   cfs_size_round                   libcfs (2.12, 2.15): round up to 8 in size_t (64 bits)
- *   BUILD_BUG_ON, CLASSERT (2.12), BIT, max, min, max_t, likely, unlikely, IS_ENABLED
+ *   BUILD_BUG_ON, BIT, max, min, max_t, likely, unlikely, IS_ENABLED
  *   ENTRY, EXIT, RETURN              nothing / return
  *   CERROR, CDEBUG, CWARN            arguments evaluated (as printk would); printed to
  *                                    stderr only when LUSTRE_TESTEE_LOG is set
@@ -20,13 +19,11 @@
  *   PAGE_SIZE, PAGE_SHIFT, PAGE_MASK 4096 bytes (x86_64); they reach PTLRPC_MAX_BUFLEN
  *   crc32_le                         the kernel's crc32_le: reflected CRC-32, polynomial
  *                                    0xEDB88320, no final inversion
- *   cfs_crypto_hash_digest           libcfs's CRC32 through the kernel's crypto API (2.12):
- *                                    crc32_le seeded with the key, ~0 when none is given
  *   struct req_capsule,              stand-ins with exactly the members the extracted
  *   struct ptlrpc_request            functions touch: the two messages and the swab masks
- *                                    (__u32), in the capsule (2.15 and later, where
- *                                    lustre_net.h makes rq_reqmsg a macro for
- *                                    rq_pill.rc_reqmsg) and in the request itself (2.12)
+ *                                    (__u32, as in lustre_req_layout.h; in the request
+ *                                    itself up to 2.12, LT_REQUEST_HELPERS)
+ *   CLASSERT, cfs_size_round         libcfs's, for releases up to 2.12 and 2.15
  */
 #ifndef PTLRPC_CONFORMANCE_LUSTRE_SHIM_H
 #define PTLRPC_CONFORMANCE_LUSTRE_SHIM_H
@@ -51,9 +48,9 @@
 #define round_down(x, y) ((x) & ~__round_mask(x, y))
 
 #define BUILD_BUG_ON(cond) ((void)sizeof(char[1 - 2 * !!(cond)]))
-#define CLASSERT(cond) BUILD_BUG_ON(!(cond))
+#define CLASSERT(cond) BUILD_BUG_ON(!(cond))      /* libcfs, up to 2.12 */
 
-/* libcfs_private.h: the sum is size_t, so 0xFFFFFFF9 rounds to 0x100000000 (0 once stored in 32 bits) */
+/* libcfs_private.h up to 2.15: round up to 8 in size_t; the callers keep it in 32 bits */
 static inline size_t cfs_size_round(size_t val)
 {
 	return (val + 7) & ~(size_t)7;
@@ -123,23 +120,21 @@ static inline __u32 crc32_le(__u32 crc, const unsigned char *p, size_t len)
 	return crc;
 }
 
-/* libcfs_crypto.h: only CRC32 is reached (lustre_msg_calc_cksum() of 2.12) */
-enum cfs_crypto_hash_alg {
-	CFS_HASH_ALG_CRC32 = 3,
-};
+/* up to 2.12, lustre_msg_calc_cksum goes through libcfs's crypto API: the "crc32" hash,
+ * whose default key (libcfs_crypto.h, cht_key) is ~0, so the same sum as crc32_le(~0, ...) */
+enum cfs_crypto_hash_alg { CFS_HASH_ALG_CRC32 = 3 };
 
-static inline int cfs_crypto_hash_digest(enum cfs_crypto_hash_alg alg, const void *buf, unsigned int buf_len,
+static inline int cfs_crypto_hash_digest(enum cfs_crypto_hash_alg alg, const void *buf, unsigned int len,
 					 unsigned char *key, unsigned int key_len, unsigned char *hash,
 					 unsigned int *hash_len)
 {
-	__u32 seed = ~0U, crc;
+	__u32 crc = ~(__u32)0;
 
-	if (alg != CFS_HASH_ALG_CRC32 || *hash_len < 4)
-		abort();
+	(void)alg;
 	if (key != NULL && key_len == 4)
-		memcpy(&seed, key, 4);
-	crc = crc32_le(seed, buf, buf_len);
-	memcpy(hash, &crc, 4);          /* the crypto API stores it little-endian: x86_64's order */
+		memcpy(&crc, key, 4);
+	crc = crc32_le(crc, buf, len);
+	memcpy(hash, &crc, 4);
 	*hash_len = 4;
 	return 0;
 }
@@ -147,6 +142,15 @@ static inline int cfs_crypto_hash_digest(enum cfs_crypto_hash_alg alg, const voi
 struct lustre_msg_v2;
 struct ptlrpc_request;
 
+#ifdef LT_REQUEST_HELPERS
+/* up to 2.12 (lustre_net.h): the request holds the messages and the swab masks itself */
+struct ptlrpc_request {
+	struct lustre_msg_v2 *rq_reqmsg;
+	struct lustre_msg_v2 *rq_repmsg;
+	__u32 rq_req_swab_mask;
+	__u32 rq_rep_swab_mask;
+};
+#else
 /* lustre_net.h reaches the messages through the capsule: rq_reqmsg is rq_pill.rc_reqmsg */
 struct req_capsule {
 	struct ptlrpc_request *rc_req;
@@ -157,11 +161,8 @@ struct req_capsule {
 };
 
 struct ptlrpc_request {
-	struct req_capsule rq_pill;             /* 2.15 and later */
-	struct lustre_msg_v2 *rq_reqmsg;        /* 2.12 (later, names hidden by lustre_net.h's macros) */
-	struct lustre_msg_v2 *rq_repmsg;
-	__u32 rq_req_swab_mask;
-	__u32 rq_rep_swab_mask;
+	struct req_capsule rq_pill;
 };
+#endif
 
 #endif

@@ -28,6 +28,7 @@
  * that case as a crash and starts the testee again.  Diagnostics go to stderr.
  */
 #define _GNU_SOURCE
+#include "lustre_compat.h"         /* written by extract.py: how the tree differs (build/) */
 #include "lustre_shim.h"
 #include <linux/lustre/lustre_idl.h>
 #include "lustre_extract.c"
@@ -37,56 +38,6 @@
 #include <unistd.h>
 
 #include "json.h"
-
-/*
- * What differs between releases (extract.py lists what the tree has).  The protocol names
- * fields as today's lustre_idl.h does; where a release's header calls one of them padding,
- * the same bytes are reported under today's name, as that release holds them after
- * unpacking (it never swabs padding): lm_opc is lm_padding_2 up to 2.15, pb_projid is
- * pb_padding1 up to 2.16.1, pb_uid and pb_gid are the two halves of pb_padding64_2 up to
- * 2.15 (docs/testee-protocol.md, "Releases").
- */
-#ifdef LUSTRE_EXTRACT_FIELD_lm_opc
-#define MSG_OPC(m) ((m)->lm_opc)
-#else
-#define MSG_OPC(m) ((m)->lm_padding_2)
-#endif
-#ifdef LUSTRE_EXTRACT_FIELD_pb_projid
-#define BODY_PROJID(pb) ((pb)->pb_projid)
-#else
-#define BODY_PROJID(pb) ((pb)->pb_padding1)
-#endif
-#ifdef LUSTRE_EXTRACT_FIELD_pb_uid
-#define BODY_UID(pb) ((pb)->pb_uid)
-#define BODY_GID(pb) ((pb)->pb_gid)
-#else
-#define BODY_UID(pb) half_u32(&(pb)->pb_padding64_2, 0)
-#define BODY_GID(pb) half_u32(&(pb)->pb_padding64_2, 1)
-#endif
-
-static inline __u32 half_u32(const void *p, int i)
-{
-	__u32 v;
-
-	memcpy(&v, (const char *)p + 4 * i, 4);
-	return v;
-}
-
-/* the swab masks: the request capsule's (2.15 and later) or the request's (2.12) */
-#ifdef LUSTRE_EXTRACT_PARAMS_req_capsule_req_swabbed
-#define REQ_SWABBED(req, i) req_capsule_req_swabbed(&(req)->rq_pill, i)
-#define REP_SWABBED(req, i) req_capsule_rep_swabbed(&(req)->rq_pill, i)
-#else
-#define REQ_SWABBED(req, i) lustre_req_swabbed(req, i)
-#define REP_SWABBED(req, i) lustre_rep_swabbed(req, i)
-#endif
-
-/* the checksum of one buffer (2.16 and later); before, always of the body's */
-#if LUSTRE_EXTRACT_PARAMS_lustre_msg_calc_cksum == 1
-#define CALC_CKSUM(m, buf) lustre_msg_calc_cksum(m)
-#else
-#define CALC_CKSUM(m, buf) lustre_msg_calc_cksum(m, buf)
-#endif
 
 #ifdef LUSTRE_TESTEE_SANITIZE
 #include <sanitizer/asan_interface.h>
@@ -264,7 +215,7 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 	put_u(out, "lm_repsize", m->lm_repsize, 0);
 	put_u(out, "lm_cksum", m->lm_cksum, 0);
 	put_u(out, "lm_flags", m->lm_flags, 0);
-	put_u(out, "lm_opc", MSG_OPC(m), 0);
+	put_u(out, "lm_opc", LT_LM_OPC(m), 0);
 	put_u(out, "lm_padding_3", m->lm_padding_3, 0);
 	sb_puts(out, "},\"buflens\":[");
 	for (i = 0; i < m->lm_bufcount; i++) {
@@ -282,7 +233,7 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 	put_u(out, "pb_last_xid", pb->pb_last_xid, 0);
 	put_u(out, "pb_tag", pb->pb_tag, 0);
 	put_u(out, "pb_padding0", pb->pb_padding0, 0);
-	put_u(out, "pb_projid", BODY_PROJID(pb), 0);
+	put_u(out, "pb_projid", LT_PB_PROJID(pb), 0);
 	put_u(out, "pb_last_committed", pb->pb_last_committed, 0);
 	put_u(out, "pb_transno", pb->pb_transno, 0);
 	put_u(out, "pb_flags", pb->pb_flags, 0);
@@ -302,14 +253,14 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 	put_u(out, "pb_mbits", pb->pb_mbits, 0);
 	put_u(out, "pb_padding64_0", pb->pb_padding64_0, 0);
 	put_u(out, "pb_padding64_1", pb->pb_padding64_1, 0);
-	put_u(out, "pb_uid", BODY_UID(pb), 0);
-	put_u(out, "pb_gid", BODY_GID(pb), 0);
+	put_u(out, "pb_uid", LT_PB_UID(pb), 0);
+	put_u(out, "pb_gid", LT_PB_GID(pb), 0);
 	if (m->lm_buflens[MSG_PTLRPC_BODY_OFF] >= sizeof(struct ptlrpc_body)) {
 		char *jobid = lustre_msg_get_jobid(m);
 
 		if (jobid != NULL) {
 			sb_puts(out, ",\"pb_jobid\":");
-			sb_put_jstr(out, jobid, strlen(jobid));
+			sb_put_jstr(out, jobid, strnlen(jobid, LUSTRE_JOBID_SIZE));   /* up to 2.12 it may be unterminated */
 		}
 	}
 	sb_puts(out, "},\"buffers\":[");
@@ -344,7 +295,7 @@ static void decode(const unsigned char *data, size_t n, int is_reply, struct sbu
 	}
 	m = (struct lustre_msg *)msgc.p;
 	memset(&req, 0, sizeof req);
-	req.rq_pill.rc_req = &req;
+	LT_INIT_REQ(req);
 	if (is_reply) {
 		req.rq_repmsg = m;
 		rc = ptlrpc_unpack_rep_msg(&req, (int)n);
@@ -356,9 +307,9 @@ static void decode(const unsigned char *data, size_t n, int is_reply, struct sbu
 		reject(a, errno_name(-rc), "ptlrpc_unpack_%s_msg() = %d", is_reply ? "rep" : "req", rc);
 		goto done;
 	}
-	swabbed = is_reply ? REP_SWABBED(&req, MSG_PTLRPC_HEADER_OFF) : REQ_SWABBED(&req, MSG_PTLRPC_HEADER_OFF);
+	swabbed = LT_SWABBED(req, is_reply);
 	flavour_note(m, is_reply, note, sizeof note);
-	cksum = CALC_CKSUM(m, MSG_PTLRPC_BODY_OFF);
+	cksum = LT_CKSUM(m);
 	rc = is_reply ? lustre_unpack_rep_ptlrpc_body(&req, MSG_PTLRPC_BODY_OFF)
 		      : lustre_unpack_req_ptlrpc_body(&req, MSG_PTLRPC_BODY_OFF);
 	if (rc < 0) {

@@ -157,12 +157,14 @@ _LIST, _DECODE, _REQUIREMENTS, _EXPORT = "list", "decode", "requirements", "expo
 
 # In the order of the `reproduce` command (as written since format 1), then the others.
 OPTIONS: tuple[Option, ...] = (
-    Option("iut", "implementation under test: reference (the default), python:package.module:factory, "
+    Option("iut", "implementation under test: reference (the default; reference:RELEASE decodes as that "
+                  "Lustre release's code does), python:package.module:factory, "
                   "exec:COMMAND, or tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only)",
            cli=("--iut",), pytest="--iut", default="reference", pytest_default=None, metavar="SPEC",
            reproduce=True, commands=frozenset({_DECODE})),
-    Option("profile", "profile the verdicts follow (default: the one spec/profiles.yaml names, "
-                      "the current Lustre code)",
+    Option("profile", "profile the verdicts follow: lustre-RELEASE[-literal][-reconstruct] (default: the one "
+                      "spec/profiles.yaml names, the current Lustre code); certify and run also take all[-MODIFIER], "
+                      "every release's profile in one run (the release matrix)",
            cli=("--profile",), pytest="--conformance-profile", metavar="NAME", reproduce=True,
            commands=frozenset({_LIST, _REQUIREMENTS, _EXPORT})),
     Option("seed", "seed of the property tests (default {default}); recorded in the report",

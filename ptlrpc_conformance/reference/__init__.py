@@ -13,4 +13,37 @@ def make_testee(config: CodecConfig | None = None, **kw) -> ReferenceTestee:
     return ReferenceTestee(config, **kw)
 
 
-__all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "Target", "TargetConfig", "make_testee"]
+def release_testee(release: str) -> ReferenceTestee:
+    """The reference decoding as the code of an older Lustre release does (`--iut
+    reference:RELEASE`): that release's swab lists, and, where its lustre_msg_get_jobid does
+    not NUL-terminate, an unterminated jobid read whole.  Facts from spec/releases/."""
+    from ptlrpc_conformance.spec import releases
+    facts = releases.load(release)
+    unswabbed = frozenset(facts["unswabbed"]["lustre_msg_v2"] + facts["unswabbed"]["ptlrpc_body_v3"])
+    terminated = facts["behaviour"]["jobid_nul_terminated"]["value"]
+    config = CodecConfig(unswabbed=unswabbed,
+                         **({} if terminated else {"jobid_chars": CodecConfig().jobid_chars + 1}))
+    return ReferenceTestee(config, name=f"ptlrpc-conformance reference (as Lustre {release})")
+
+
+# The reference in the configurations of Lustre's OST that change what a target answers, each
+# declared in the hello (docs/testee-protocol.md §2.1.2):
+#   --iut python:ptlrpc_conformance.reference:ost_without_project_quota
+#   --iut python:ptlrpc_conformance.reference:ost_without_recovery
+def ost_with_configuration(**settings) -> ReferenceTestee:
+    """The reference OST set up with TargetConfig `settings`, declaring them in its hello."""
+    return ReferenceTestee(target_config=TargetConfig(**settings), declare_configuration=True)
+
+
+def ost_without_project_quota() -> ReferenceTestee:
+    """An OST without project quota (ldiskfs without the project feature)."""
+    return ost_with_configuration(project_quota=False)
+
+
+def ost_without_recovery() -> ReferenceTestee:
+    """An OST set up with recovery disabled: a restart remembers no client."""
+    return ost_with_configuration(recovery=False)
+
+
+__all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "Target", "TargetConfig", "make_testee",
+           "ost_with_configuration", "ost_without_project_quota", "ost_without_recovery", "release_testee"]

@@ -324,11 +324,16 @@ class Target:
         self.final_queue: list[Held] = []              # MSG_LOCK_REPLAY_DONE requests
         self.replayed: dict[int, str] = {}             # transno -> UUID that replayed it
         self.req_replay_over = False
+        self.window_transno: int | None = None         # the transno of the queued replay run last
+        self._window: int | None = None
         self._out: list[dict] = []
         self._current: Held | None = None
         self._current_reply: bytes | None = None
 
     def exchange(self, data: bytes, xid: int, client: str) -> dict:
+        # TargetConfig.claim_window: the request that follows the run of a queued replay comes
+        # before the next expected transno has moved past it
+        self._window, self.window_transno = self.window_transno, None
         self._out = []
         self._current = None
         self._current_reply = None
@@ -365,7 +370,7 @@ class Target:
         self.cookies = {}
         remembered = {}
         for uuid, exp in self.exports.items():
-            if exp.anonymous:
+            if exp.anonymous or not cfg.recovery:       # recovery disabled: no client in last_rcvd
                 continue
             trans_xid = exp.last_trans_xid if cfg.restart_keeps_uncommitted else exp.durable_trans_xid
             remembered[uuid] = Export(uuid=uuid, client_handle=exp.client_handle, flags=exp.flags,
@@ -460,8 +465,9 @@ class Target:
         # row 12 (tgt_handle_recovery, req_can_reconstruct): the OST remembers one XID per
         # export, lcd_last_xid, the XID of its latest request that ran a transaction; that XID
         # again without MSG_RESENT / MSG_REPLAY is dropped.  Any older XID runs as a new request.
-        if xid == exp.last_trans_xid and not req.flags & (MSG_RESENT | MSG_REPLAY):
-            return None
+        if xid == exp.last_trans_xid and not req.flags & (MSG_RESENT | MSG_REPLAY) and cfg.check_last_trans_xid \
+                and cfg.recovery:
+            return None                 # (a target with recovery disabled never looks: tgt_handle_recovery)
         if self.recovering:
             return self._recovery_filter(exp, req, row)                      # row 11
         return self._process(exp, req)
@@ -489,6 +495,9 @@ class Target:
             return self._process(exp, req)              # not a replay: served at once
         if not self.config.replay_in_transno_order:     # (bug) replays run as they arrive
             return self._process(exp, req)
+        if self.config.claim_window and req.transno == self._window == self.next_recovery_transno - 1:
+            self.replay_queue.insert(0, held)           # queued before the count moved: waits (below)
+            return self._hold(held)
         if req.transno < self.next_recovery_transno:
             # below the next expected transno (committed before the crash, already replayed or
             # skipped as a gap): runs at once, whoever replayed that transno before
@@ -533,6 +542,15 @@ class Target:
             replaying = [e for e in self.exports.values() if not e.req_done]
             if self.replay_queue:
                 first = self.replay_queue[0]
+                if first.req.transno < self.next_recovery_transno:
+                    # a claim queued in the window (claim_window): it runs once no client is
+                    # still replaying (Lustre's gap rule would trip its assertion before that)
+                    if replaying and not force:
+                        return
+                    self.replay_queue.pop(0)
+                    self._run_held(first)
+                    self.next_recovery_transno += 1
+                    continue
                 if first.req.transno == self.next_recovery_transno:
                     pass
                 elif force or all(any(h.uuid == e.uuid for h in self.replay_queue) for e in replaying):
@@ -541,6 +559,7 @@ class Target:
                     return
                 self.replay_queue.pop(0)
                 self._run_held(first)
+                self.window_transno = first.req.transno
                 self.next_recovery_transno += 1
                 continue
             if replaying and not force:
@@ -615,7 +634,8 @@ class Target:
         uuid = bufs[2].split(b"\0", 1)[0].decode("latin-1")
         conn_cnt = req.body["pb_conn_cnt"]
         exp = self.exports.get(uuid)
-        op_flags = CONNECT_REPLAYABLE
+        # target_handle_connect says MSG_CONNECT_REPLAYABLE only while OBDF_REPLAYABLE is set
+        op_flags = CONNECT_REPLAYABLE if cfg.recovery else 0
         if exp is None:
             if self.recovering and cfg.busy_new_clients:
                 return self._reject(req, "EBUSY", None)
@@ -756,6 +776,10 @@ class Target:
         mode = self.opcodes[C(name)]["transno"]
         if name in self.config.extra_transno_opcodes:
             return True
+        if not self.config.recovery:
+            # recovery disabled: tgt_init registers no transaction callbacks, so no
+            # tgt_txn_stop_cb / tgt_last_rcvd_update: no transno, no last_committed
+            return False
         return mode == "yes" or (mode == "replay_create" and exp.replay_create)
 
     def _transact(self, exp: Export, req: Request, name: str, status: int, effects: list,
@@ -854,6 +878,12 @@ class Target:
             return False
         pre = req.body["pb_pre_versions"][0]
         return self.config.vbr_check and pre != 0 and pre != state.get("version", 0)
+
+    def _projid_refused(self, la: dict, stored: dict) -> bool:
+        """An OST without project quota (TargetConfig.project_quota False, ldiskfs without the
+        project feature): a projid other than the stored one fails -EOPNOTSUPP in the quota
+        transfer (osd_quota_transfer -> osd_transfer_project), before any attribute is set."""
+        return not self.config.project_quota and "o_projid" in la and la["o_projid"] != stored["o_projid"]
 
     def _fresh_object(self, body: dict) -> dict:
         """A precreated object (ofd_precreate_objects): OFD_UNSET_ATTRS_MODE, owner 0, size 0,
@@ -1009,7 +1039,8 @@ class Target:
         if state is None:
             return self._ok(req, self._errno("ENOENT"), (self._body(fid, valid, o_flags=OBD_FL_FLUSH),))
         fields = {name: state[name] for name in ("o_size", "o_blocks", "o_mode", *TIMES, *IDS)}
-        return self._ok(req, 0, (self._body(fid, valid | GETATTR_BITS | FLDATAVERSION, o_flags=OBD_FL_FLUSH,
+        bits = GETATTR_BITS & ~FLPROJID if self.config.getattr_omits_projid else GETATTR_BITS   # (bug) when set
+        return self._ok(req, 0, (self._body(fid, valid | bits | FLDATAVERSION, o_flags=OBD_FL_FLUSH,
                                             o_data_version=state.get("version", 0), **fields),))
 
     def _fail(self, exp, req, name, errno_name, oi, valid) -> Reply:
@@ -1041,6 +1072,8 @@ class Target:
         if valid & FLMODE:
             la["o_mode"] = body["o_mode"] & S_IALLUGO
         self._handle_ids(la, state, is_setattr=True)
+        if self._projid_refused(la, state):
+            return self._fail(exp, req, "OST_SETATTR", "EOPNOTSUPP", fid, FLID | FLGROUP)
         new = dict(state)
         self._set_attrs(new, la)
         transno, pre = self._transact(exp, req, "OST_SETATTR", 0, [(key, new)], state.get("version", 0),
@@ -1077,6 +1110,13 @@ class Target:
         la = {name: body[name] for name, bit in {**TIMES, **IDS}.items() if valid & bit}
         la["o_size"] = start
         self._handle_ids(la, state, is_setattr=cfg.punch_sets_ids)           # (bug) when True
+        if self._projid_refused(la, state):
+            # ldiskfs: osd_punch has set the size (the truncate runs at transaction stop, and
+            # sets mtime to the ctime) before dt_attr_set fails; the transaction takes no transno
+            if start != state["o_size"]:
+                truncated = dict(state, o_size=start, o_mtime=state["o_ctime"])
+                self._apply([(key, truncated)], durable=True)
+            return self._fail(exp, req, "OST_PUNCH", "EOPNOTSUPP", fid, FLID)
         new = dict(state)
         if start > state["o_size"]:
             new["o_mtime"] = state["o_ctime"]           # grow: the truncate runs first

@@ -64,6 +64,14 @@ class TargetConfig:
 
     # ---- not bugs: behaviours a conforming target may choose ----------------------------
     grant_rdonly: bool = False            # grants OBD_CONNECT_RDONLY when asked (an MDT does) and enforces it
+    claim_window: bool = False            # a replay of the transno whose reply the recovery thread has just
+    #                                       sent is queued, not run (it came before the next expected transno
+    #                                       moved: replay_request_or_update); it runs once no client replays
+    # configurations of Lustre's OST (the hello may declare them: docs/testee-protocol.md §2.1.2)
+    project_quota: bool = True            # False: an OST without project quota (ldiskfs without the project
+    #                                       feature): a new projid is refused -EOPNOTSUPP (a punch still truncates)
+    recovery: bool = True                 # False: recovery disabled (OBDF_REPLAYABLE clear: no
+    #                                       MSG_CONNECT_REPLAYABLE, no transnos, no recovery after a restart)
 
     # ---- bugs: transnos and commits --------------------------------------------------
     transno_reuse: bool = False           # the counter is not incremented: a transno is issued twice
@@ -87,6 +95,7 @@ class TargetConfig:
     check_handle: bool = True             # False: a request with an unknown pb_handle is served
     check_conn_cnt: bool = True           # False: a request with a stale pb_conn_cnt is served
     check_ealready: bool = True           # False: reconnects with the same count or another handle accepted
+    check_last_trans_xid: bool = True     # False: the last transaction's XID again without MSG_RESENT is run (row 12)
     reconnect_flag: bool = True           # False: reconnect replies lack MSG_CONNECT_RECONNECT
     resend_new_transno: bool = False      # a resend gets its saved reply under a new transno (a mix)
     err_opc_zero: bool = False            # ERR replies carry pb_opc 0, not the request's opcode
@@ -100,6 +109,7 @@ class TargetConfig:
     replay_skips_committed: bool = False  # a replay of a committed transaction is answered from its saved reply, not run
     end_recovery_hard: bool = False       # end_recovery is the hard limit: every unfinished client evicted, recovery ends
     # ---- bugs: handlers ----------------------------------------------------------------
+    getattr_omits_projid: bool = False    # GETATTR leaves OBD_MD_FLPROJID out of o_valid (as if optional)
     setattr_ignores_valid: bool = False   # SETATTR applies every attribute field, whatever o_valid says
     punch_requires_size_blocks: bool = True  # False: PUNCH without FLSIZE|FLBLOCKS is accepted
     create_eexist: bool = False           # CREATE creates only the id it names, -EEXIST if it exists

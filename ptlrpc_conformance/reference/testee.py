@@ -26,7 +26,7 @@ class ReferenceTestee:
     def __init__(self, config: CodecConfig | None = None, name: str | None = None,
                  capabilities: tuple[str, ...] = ("decode", "encode", "structs", "target", "restart"),
                  struct_config: StructConfig | None = None, target_config: TargetConfig | None = None,
-                 unknown_op_error: str = "EOPNOTSUPP"):
+                 unknown_op_error: str = "EOPNOTSUPP", declare_configuration: bool = False):
         self.codec = Codec(config)
         self.structs = StructCodec(struct_config)
         self.target_config = target_config or TargetConfig()
@@ -35,10 +35,15 @@ class ReferenceTestee:
             self.name = name
         self.capabilities = list(capabilities)
         self.unknown_op_error = unknown_op_error      # what an unknown operation is answered with
+        self.declare_configuration = declare_configuration   # the hello says how the target is set up
 
     def hello(self) -> dict:
-        return {"name": self.name, "version": __version__, "capabilities": list(self.capabilities),
-                "protocol": PROTOCOL_VERSION}
+        out = {"name": self.name, "version": __version__, "capabilities": list(self.capabilities),
+               "protocol": PROTOCOL_VERSION}
+        if self.declare_configuration:
+            out["configuration"] = {"project_quota": self.target_config.project_quota,
+                                    "recovery": self.target_config.recovery}
+        return out
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")

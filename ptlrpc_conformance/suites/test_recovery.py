@@ -44,7 +44,8 @@ from ptlrpc_conformance.harness.ost import model, wire
 from ptlrpc_conformance.harness.ost.client import (EOF, MAX_ID, MD, AnyOf, C, Expect, err, ost_body,
                                                    reply, reply_object_id)
 from ptlrpc_conformance.harness.ost.model import State
-from ptlrpc_conformance.harness.ost.session import Session
+from ptlrpc_conformance.harness.ost.session import Session, recovery_disabled
+from ptlrpc_conformance.harness.outputs.report import NOT_APPLICABLE_PREFIX
 
 REQUIREMENTS = ["RCV-CONN-1", "RCV-REPLAY-1", "RCV-ORDER-1", "RCV-EPOCH-1", "RCV-STATE-1", "TGT-TRANSNO-1",
                 "TGT-TRANSNO-3", "TGT-CONN-2"]
@@ -403,6 +404,9 @@ def test_recovery_stateful(part, iut, need, conclude, conformance_examples, conf
     """Random changes, restarts at random points, replays in random interleavings."""
     need(iut, "exchange")
     need(iut, "restart")
+    if recovery_disabled(iut):
+        pytest.skip(NOT_APPLICABLE_PREFIX + "the target runs with recovery disabled: it has no recovery to judge "
+                    "(recovery.disabled judges its restart)")
     run_machine(RecoveryMachine, iut, conclude, case=part, requirements=REQUIREMENTS,
                 examples=part_examples(max(10, conformance_examples // 4), len(PARTS)), steps=30,
                 run_seed=part_seed(part, conformance_seed), needs=("target", "restart"), what="recovery rules")

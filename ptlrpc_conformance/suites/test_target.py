@@ -27,6 +27,7 @@ from ptlrpc_conformance.harness.ost.invariants import original_under_new_transno
 from ptlrpc_conformance.harness.ost.session import Session
 from ptlrpc_conformance.harness.data.registry import case_aliases, requirements
 from ptlrpc_conformance.harness.ost.scenario import TargetError
+from ptlrpc_conformance.harness.outputs.report import NOT_APPLICABLE_PREFIX
 from ptlrpc_conformance.harness.ost.client import (EOF, MAX_ID, MAX_TIME, MD, C, check_any, dropped, err, ost_body,
                                                    reply)
 
@@ -354,6 +355,8 @@ def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
     try:
         problems, records = scen.run(scenario_vector, iut, reconstruct=must_reconstruct(conformance_profile),
                                      judged=judged)
+    except scen.RecoveryDisabled as e:
+        pytest.skip(NOT_APPLICABLE_PREFIX + str(e))
     except TargetError as e:
         conclude(judge.Judgement(judge.ERROR, f"{scenario_vector.id}: the target could not carry out an operation: {e}"))
         return

@@ -3,7 +3,7 @@ from the protocol facts, and the validation of vector files against it.
 
 What the schema says comes from one place each: header and body field names and widths
 (integer ranges, the jobid length) from the MESSAGE description of
-harness/transport/protocol.py, itself built from spec/facts.json; structure names from
+harness/transport/protocol.py, itself built from spec/facts.json and spec/layouts.json; structure names from
 spec/layouts.json; the id grammars from harness/data/registry.py; the decode rejection
 classes from facts.json's errno table.  `python tools/gen_schemas.py` writes the file and
 `--check` (run by the project's tests) says whether the committed one is what this module

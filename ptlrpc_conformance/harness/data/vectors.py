@@ -17,7 +17,8 @@ A vector file is YAML:
       - {fill: "00", count: 184}            # a run: the pattern repeated count times
       expect: {header: {...}, buflens: [...], body: {...}, buffers: [...], computed_cksum: N}
       errno: [EINVAL]                       # invalid vectors: the allowed errno classes
-      profile_overrides: {PROFILE: {verdict: acceptable}}
+      profile_overrides: {KEY: {verdict: acceptable}}   # KEY: a modifier (literal), a release
+                                            # profile (lustre-2.12.9) or both (lustre-2.12.9-literal)
 
 A file is validated against the JSON Schema generated from the protocol facts
 (schemas/vectors-v1.json, harness/data/vector_schema.py); this module adds what a schema
@@ -36,7 +37,8 @@ from typing import Any, Iterable
 import yaml
 
 from ptlrpc_conformance.harness.data import vector_schema, yamlcache
-from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, RegistryError, profiles, requirements
+from ptlrpc_conformance.harness.data.registry import (CASE_ID, REQUIREMENT_ID, RegistryError, modifiers, override_keys,
+                                                      profiles, requirements)
 from ptlrpc_conformance.harness.data.vector_schema import DECODE_ERRNOS, DIRECTIONS, FORMAT, OPS, VERDICTS  # noqa: F401
 
 
@@ -86,7 +88,12 @@ class Vector:
         return self.errno
 
     def for_profile(self, profile_name: str) -> "Vector":
-        o = self.overrides.get(profile_name)
+        """The vector as the profile judges it: the overrides whose key the profile matches
+        applied, the more specific later (a modifier, then the release profile, then the
+        release profile with modifiers)."""
+        o = {}
+        for key in override_keys(profile_name):
+            o.update(self.overrides.get(key) or {})
         if not o:
             return self
         return replace(self, verdict=o.get("verdict", self.verdict),
@@ -187,7 +194,8 @@ def validate_vector(raw: Any, where: str, problems: list[str],
     overrides = raw.get("profile_overrides") or {}
     if isinstance(overrides, dict):
         _, known_profiles = profiles()
-        problems += [f"{w}.profile_overrides.{p}: unknown profile" for p in overrides if p not in known_profiles]
+        problems += [f"{w}.profile_overrides.{p}: neither a modifier ({', '.join(modifiers())}) nor a profile"
+                     for p in overrides if p not in known_profiles and p not in modifiers()]
     if len(problems) > n_before:
         return None
     errno = raw.get("errno") or []

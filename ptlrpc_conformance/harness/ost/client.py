@@ -34,9 +34,11 @@ S_IFMT, S_IFREG = 0o170000, 0o100000
 S_ISUID, S_ISGID, S_ISVTX = 0o4000, 0o2000, 0o1000
 # a precreated object's mode (OFD_UNSET_ATTRS_MODE, ofd_internal.h): S_IFREG | 07666
 FRESH_MODE = S_IFREG | S_ISUID | S_ISGID | S_ISVTX | 0o666
-# what GETATTR always reports, on every back-end (ofd_getattr_hdl; docs/target-rules.md §3)
+# what GETATTR always reports, on every back-end (ofd_getattr_hdl; docs/target-rules.md §3):
+# obdo_from_la sets a bit for every attribute of the mask it is given, whatever the back-end
+# filled in, and ofd_getattr_hdl's mask holds LA_PROJID, so FLPROJID is always there
 GETATTR_BITS = (MD["FLSIZE"] | MD["FLATIME"] | MD["FLMTIME"] | MD["FLCTIME"] | MD["FLTYPE"] | MD["FLMODE"]
-                | MD["FLUID"] | MD["FLGID"])
+                | MD["FLUID"] | MD["FLGID"] | MD["FLPROJID"])
 RDONLY = C("OBD_CONNECT_RDONLY")
 FLAGS2 = C("OBD_CONNECT_FLAGS2")
 REPLAY_CREATE = C("OBD_CONNECT2_REPLAY_CREATE")
@@ -473,6 +475,32 @@ class AnyOf:
                 raise ValueError("each expect_any entry needs an 'outcome' name")
             alts.append((it["outcome"], Expect.from_yaml({k: v for k, v in it.items() if k != "outcome"})))
         return cls(alts)
+
+
+# How a target without project quota answers a request that sets a projid other than the
+# stored one (docs/target-rules.md §3, "Project ids"): the outcomes of such a request are named
+# "projid:MODE" in an AnyOf, and a run keeps to one mode (harness/ost/steps.py)
+PROJID_APPLIED, PROJID_REFUSED, PROJID_DROPPED = "applied", "refused", "dropped"
+PROJID_MODES = (PROJID_APPLIED, PROJID_REFUSED, PROJID_DROPPED)
+PROJID_OUTCOME = "projid:"
+
+
+def projid_modes(configuration: dict | None) -> set[str]:
+    """The projid modes a target may keep to, by what its hello declares: project quota
+    declared, the projid is applied; declared absent, it is refused (-EOPNOTSUPP: ldiskfs
+    without the project feature, ZFS 0.8 or later without project accounting) or dropped
+    silently (ZFS before 0.8); not declared, any of the three."""
+    declared = (configuration or {}).get("project_quota")
+    if declared is True:
+        return {PROJID_APPLIED}
+    if declared is False:
+        return {PROJID_REFUSED, PROJID_DROPPED}
+    return set(PROJID_MODES)
+
+
+def projid_mode_of(outcome: str) -> str | None:
+    """The projid mode an outcome name stands for ("projid:refused" -> "refused"), or None."""
+    return outcome[len(PROJID_OUTCOME):] if outcome.startswith(PROJID_OUTCOME) else None
 
 
 def check_any(expect: "Expect | AnyOf | None", reply: bytes | None) -> tuple[list[str], Message | None, str | None]:

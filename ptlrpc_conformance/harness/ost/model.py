@@ -13,7 +13,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from ptlrpc_conformance.harness.ost.client import (ATTRS, EOF, FRESH_MODE, MD, S_ISGID, S_ISUID, S_ISVTX, errno)
+from ptlrpc_conformance.harness.ost.client import (ATTRS, EOF, FRESH_MODE, MD, PROJID_APPLIED, PROJID_DROPPED,
+                                                   PROJID_REFUSED, S_ISGID, S_ISUID, S_ISVTX, errno)
 
 PERM = 0o7777
 
@@ -26,6 +27,9 @@ def allowed(value) -> frozenset:
 def one_of(values) -> int | frozenset:
     values = frozenset(v for vs in values for v in allowed(vs))
     return next(iter(values)) if len(values) == 1 else values
+
+
+_ATTRS = ("size", "atime", "mtime", "ctime", "mode", "uid", "gid", "projid")
 
 
 @dataclass
@@ -42,14 +46,13 @@ class Obj:
     def matches(self, other: "Obj") -> bool:
         """`other` (what GETATTR showed; projid None: not reported) is one of the states this
         model allows."""
-        return all(getattr(other, a) in allowed(getattr(self, a)) for a in
-                   ("size", "atime", "mtime", "ctime", "mode", "uid", "gid", "projid")
+        return all(getattr(other, a) in allowed(getattr(self, a)) for a in _ATTRS
                    if getattr(other, a) is not None)
 
     def show(self) -> str:
         def v(x):
             return "{" + ", ".join(str(i) for i in sorted(x)) + "}" if isinstance(x, frozenset) else str(x)
-        return (f"size {self.size} mode {self.mode:#o} uid {self.uid} gid {self.gid} projid {self.projid} "
+        return (f"size {v(self.size)} mode {self.mode:#o} uid {self.uid} gid {self.gid} projid {v(self.projid)} "
                 f"atime {self.atime} mtime {v(self.mtime)} ctime {self.ctime}")
 
 
@@ -98,15 +101,40 @@ def expected_create_id(last: int, n: int) -> list[int]:
     return [last + 1 if n < last else n]
 
 
-def setattr_result(obj: Obj, valid: int, fields: dict) -> Obj:
+def sets_projid(obj: Obj, opc: str, valid: int, fields: dict) -> bool:
+    """The request hands the back-end a projid other than the stored one (a project quota
+    transfer: osd_quota_transfer, osd-zfs osd_declare_attr_set): SETATTR with FLPROJID; PUNCH
+    with FLPROJID where ofd_attr_handle_id (is_setattr 0) keeps it."""
+    if not valid & MD["FLPROJID"] or opc not in ("OST_SETATTR", "OST_PUNCH"):
+        return False
+    new, stored = fields.get("o_projid", 0), allowed(obj.projid)
+    if opc == "OST_PUNCH" and not (obj.mode & S_ISVTX or (0 in stored and new != 0)):
+        return False
+    return stored != {new}
+
+
+def _projid_after(obj: Obj, new: int, modes) -> int | frozenset:
+    """The stored projid after a transfer to `new` that succeeded under one of `modes`
+    (applied: the new one; dropped: the old one, ZFS before 0.8)."""
+    values = ({new} if PROJID_APPLIED in modes else set()) | (set(allowed(obj.projid)) if PROJID_DROPPED in modes else set())
+    return one_of([frozenset(values or {new})])
+
+
+def setattr_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,)) -> Obj:
     """OST_SETATTR on an existing object (ofd_attr_set, ofd_attr_handle_id with is_setattr 1):
     times, uid, gid, projid per bit; FLMODE takes all of 07777; FLUID/FLGID/FLPROJID clear
-    S_ISUID/S_ISGID/S_ISVTX while the stored mode has them."""
+    S_ISUID/S_ISGID/S_ISVTX while the stored mode has them.  `projid`: the modes the target may
+    be in when the request sets a new projid (sets_projid): refused, nothing changes; dropped,
+    everything but the projid."""
+    if PROJID_REFUSED in projid and sets_projid(obj, "OST_SETATTR", valid, fields):
+        return copy.deepcopy(obj)
     new = copy.deepcopy(obj)
     for attr in ("atime", "mtime", "ctime", "uid", "gid", "projid"):
         fname, bit = ATTRS[attr]
         if valid & bit:
             setattr(new, attr, fields.get(fname, 0))
+    if valid & MD["FLPROJID"] and sets_projid(obj, "OST_SETATTR", valid, fields):
+        new.projid = _projid_after(obj, fields.get("o_projid", 0), projid)
     stored = obj.mode
     mask = 0
     if valid & MD["FLUID"] and stored & S_ISUID:
@@ -120,12 +148,21 @@ def setattr_result(obj: Obj, valid: int, fields: dict) -> Obj:
     return new
 
 
-def punch_result(obj: Obj, valid: int, fields: dict) -> Obj:
+def punch_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,)) -> Obj:
     """OST_PUNCH to start `o_size` on an existing object (ofd_object_punch; ofd_attr_handle_id
     with is_setattr 0; osd_punch on either back-end).  mtime is a set of allowed values when
-    the size changes (docs/target-rules.md §3)."""
-    new = copy.deepcopy(obj)
+    the size changes (docs/target-rules.md §3).  `projid`: as for setattr_result, except that a
+    refused punch may have truncated (ldiskfs punches before it sets the attributes, and the
+    truncate runs at transaction stop; ZFS refuses when it declares them): the size is either,
+    and so is mtime where the truncate would set it."""
     start = fields.get("o_size", 0)
+    if PROJID_REFUSED in projid and sets_projid(obj, "OST_PUNCH", valid, fields):
+        new = copy.deepcopy(obj)
+        if start not in allowed(obj.size) or len(allowed(obj.size)) > 1:
+            new.size = one_of([obj.size, start])
+            new.mtime = one_of([obj.mtime, obj.ctime])
+        return new
+    new = copy.deepcopy(obj)
     new.size = start
     if valid & MD["FLATIME"]:
         new.atime = fields.get("o_atime", 0)
@@ -145,9 +182,10 @@ def punch_result(obj: Obj, valid: int, fields: dict) -> Obj:
     if valid & MD["FLGID"] and stored & S_ISGID:
         new.gid = fields.get("o_gid", 0)
         cleared |= S_ISGID
-    projid = fields.get("o_projid", 0)
-    if valid & MD["FLPROJID"] and (stored & S_ISVTX or (obj.projid == 0 and projid != 0)):
-        new.projid = projid
+    projid_value = fields.get("o_projid", 0)
+    if valid & MD["FLPROJID"] and (stored & S_ISVTX or (0 in allowed(obj.projid) and projid_value != 0)):
+        new.projid = _projid_after(obj, projid_value, projid) if sets_projid(obj, "OST_PUNCH", valid, fields) \
+            else projid_value
         if stored & S_ISVTX:
             cleared |= S_ISVTX
     new.mode = stored & ~cleared & PERM
@@ -155,9 +193,10 @@ def punch_result(obj: Obj, valid: int, fields: dict) -> Obj:
 
 
 def apply(state: State, opc: str, oid: int, valid: int = 0, fields: dict | None = None,
-          reply_id: int | None = None) -> int:
+          reply_id: int | None = None, projid=(PROJID_APPLIED,)) -> int:
     """Apply one request that the target ran to `state`; returns the status it must have
-    (0, or -ENOENT when the object is missing).  Creates always succeed here."""
+    (0, or -ENOENT when the object is missing).  Creates always succeed here.  `projid`: the
+    projid modes the target may be in (setattr_result)."""
     fields = fields or {}
     if opc == "OST_CREATE":
         create(state, oid, reply_id)
@@ -168,10 +207,10 @@ def apply(state: State, opc: str, oid: int, valid: int = 0, fields: dict | None 
     if opc == "OST_DESTROY":
         del state.objects[oid]
     elif opc == "OST_SETATTR":
-        state.objects[oid] = setattr_result(obj, valid, fields)
+        state.objects[oid] = setattr_result(obj, valid, fields, projid)
     elif opc == "OST_PUNCH":
-        state.objects[oid] = punch_result(obj, valid, fields)
-    return 0
+        state.objects[oid] = punch_result(obj, valid, fields, projid)
+    return errno("EOPNOTSUPP") if PROJID_REFUSED in projid and sets_projid(obj, opc, valid, fields) else 0
 
 
 def observed(rep) -> Obj | None:
@@ -197,24 +236,33 @@ def same(model: Obj | None, seen: Obj | None) -> bool:
 def resolve(model: Obj, seen: Obj) -> Obj:
     """The model after a GETATTR showed `seen`: allowed sets narrowed to what was seen."""
     out = copy.deepcopy(model)
-    if isinstance(out.mtime, frozenset) and seen.mtime in out.mtime:
-        out.mtime = seen.mtime
+    for a in _ATTRS:
+        value = getattr(out, a)
+        if isinstance(value, frozenset) and getattr(seen, a) in value:
+            setattr(out, a, getattr(seen, a))
     return out
 
 
 def getattr_expect(obj: Obj, requirement: str = "TGT-OBJ-1", why: str = "getattr"):
     """What OST_GETATTR of an existing object must answer (ofd_getattr_hdl): REPLY 0 with
-    FLSIZE, the times, FLTYPE, FLMODE, FLUID and FLGID, the type S_IFREG, and the values the
-    model holds; projid only where it is reported.  An attribute with several allowed values
-    gives one outcome per value (an AnyOf), never one squeezed predicate."""
+    FLSIZE, the times, FLTYPE, FLMODE, FLUID, FLGID and FLPROJID (obdo_from_la sets the bits
+    of its mask, whatever the back-end reports), the type S_IFREG, and the values the model
+    holds.  An attribute with several allowed values gives one outcome per value (an AnyOf),
+    never one squeezed predicate."""
     from ptlrpc_conformance.harness.ost.client import GETATTR_BITS, S_IFMT, S_IFREG, AnyOf, reply
 
-    def one(mtime):
-        fields = {"oa.o_size": obj.size, "oa.o_atime": obj.atime, "oa.o_mtime": mtime, "oa.o_ctime": obj.ctime,
-                  f"oa.o_mode&{PERM}": obj.mode, f"oa.o_mode&{S_IFMT}": S_IFREG, "oa.o_uid": obj.uid,
-                  "oa.o_gid": obj.gid, f"oa.o_valid&{GETATTR_BITS}": GETATTR_BITS}
-        return reply(0, requirement=requirement, why=why, struct="ost_body", fields=fields,
-                     fields_if_valid={"oa.o_projid": [MD["FLPROJID"], obj.projid]})
-    if isinstance(obj.mtime, frozenset):
-        return AnyOf([(f"mtime-{m}", one(m)) for m in sorted(obj.mtime)])
-    return one(obj.mtime)
+    import itertools
+    varying = [a for a in _ATTRS if isinstance(getattr(obj, a), frozenset)]
+
+    def one(values):
+        o = copy.copy(obj)
+        for a, v in zip(varying, values):
+            setattr(o, a, v)
+        fields = {"oa.o_size": o.size, "oa.o_atime": o.atime, "oa.o_mtime": o.mtime, "oa.o_ctime": o.ctime,
+                  f"oa.o_mode&{PERM}": o.mode, f"oa.o_mode&{S_IFMT}": S_IFREG, "oa.o_uid": o.uid,
+                  "oa.o_gid": o.gid, "oa.o_projid": o.projid, f"oa.o_valid&{GETATTR_BITS}": GETATTR_BITS}
+        return reply(0, requirement=requirement, why=why, struct="ost_body", fields=fields)
+    if varying:
+        combos = itertools.product(*(sorted(getattr(obj, a)) for a in varying))
+        return AnyOf([(",".join(f"{a}-{v}" for a, v in zip(varying, c)), one(c)) for c in combos])
+    return one(())

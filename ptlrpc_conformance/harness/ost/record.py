@@ -4,7 +4,9 @@ check-trace reads (docs/check-trace.md).
 `Recorder(adapter)` stands in for an adapter and writes down what goes through it: every
 `exchange` becomes a record {"client", "xid", "request", "reply"} in the order the target
 received the requests; `restart` and `end_recovery` become {"event": "restart"} and
-{"event": "recovery_end"} lines.  A reply the target sends later (listed in `replies` of a
+{"event": "recovery_expiry"} lines (an end_recovery is one expiry of the recovery window: the
+target may extend the window and go on with the clients left, so the recorder cannot tell
+that recovery ended; the checker works it out).  A reply the target sends later (listed in `replies` of a
 later exchange, or of end_recovery) is filled into its request's record, with
 `"replied_at"`: the line of the record (or event) during which it was sent, so that the
 checker orders it where it was sent.  `reset` starts a new target: a trace is of one
@@ -63,7 +65,7 @@ class Recorder:
             self.lines.append({"event": "restart"})
             self.waiting.clear()    # the replies of requests before a crash are never sent
         elif op == "end_recovery":
-            self.lines.append({"event": "recovery_end"})
+            self.lines.append({"event": "recovery_expiry"})
         else:
             return
         for client, xid, data in scenario_module.deferred_replies(outcome.result.get("replies")):

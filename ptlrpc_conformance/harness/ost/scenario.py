@@ -25,7 +25,7 @@ from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.outputs.hexdump import render
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR
 from ptlrpc_conformance.harness.ost.client import AnyOf, Expect, is_ref
-from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved
+from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved, hello_configuration
 from ptlrpc_conformance.harness.data import yamlcache
 from ptlrpc_conformance.harness.data.vectors import (SCENARIO_FORMAT, SCENARIO_FORMATS, VectorError,
                                                      bundled_files, check_unique_ids, user_files)
@@ -426,6 +426,17 @@ class TargetError(Exception):
     """The testee could not carry out an operation (crash, timeout, protocol error, refusal)."""
 
 
+class RecoveryDisabled(Exception):
+    """The target runs with recovery disabled (declared in its hello, or shown by its connect
+    replies) and the scenario judges recovery: not applicable to it (docs/target-rules.md §4)."""
+
+
+def handles_recovery_disabled(scenario: "Scenario") -> bool:
+    """The scenario has outcomes for a target with recovery disabled ("recovery:disabled")."""
+    return any(isinstance(st.expectation, AnyOf) and "recovery:disabled" in st.expectation.names
+               for st in scenario.steps)
+
+
 def call(adapter, request: dict) -> dict:
     outcome = adapter.call(request)
     if not outcome.ok:
@@ -473,7 +484,7 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
     given, receives the requirements of the expectations the replies met (StepJudge.judged)."""
     problems: list[str] = []
     records: list[Record] = []
-    steps = StepJudge(reconstruct=reconstruct)
+    steps = StepJudge(reconstruct=reconstruct, configuration=hello_configuration(adapter))
     commit_point: list[int | None] = [None]         # what the last restart said was on stable storage
     call(adapter, {"op": "reset"})
 
@@ -545,6 +556,8 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
             skip(n, f"{st.op}: {unmet(st)}")
             continue
         if st.op == "restart":
+            if steps.recovery == {False} and not handles_recovery_disabled(scenario) and not problems:
+                raise RecoveryDisabled(f"{scenario.id} judges recovery; the target runs with recovery disabled")
             result = call(adapter, {"op": "restart"})
             point = result.get("last_committed")
             if point is not None and (not isinstance(point, int) or isinstance(point, bool) or point < 0):
@@ -609,7 +622,11 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
                 told[st.client] = max(told.get(st.client, 0), steps.committed.get(st.client, 0))
         absorb(deferred)
     for n, client, xid in steps.never_answered():
-        problems.append(f"step {n} ({client} xid {xid}): RCV-ORDER-1: the deferred reply never came")
+        # a claim of a transno whose first claimant had been answered must run (RCV-CLAIMED-1);
+        # any other held request's reply is owed by the replay order (RCV-ORDER-1)
+        exp = scenario.steps[n - 1].expectation
+        rule = "RCV-CLAIMED-1" if isinstance(exp, Expect) and exp.requirement == "RCV-CLAIMED-1" else "RCV-ORDER-1"
+        problems.append(f"step {n} ({client} xid {xid}): {rule}: the deferred reply never came")
     if judged is not None:
         judged += steps.judged
     return problems, records

@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ptlrpc_conformance.harness.ost import model, wire
-from ptlrpc_conformance.harness.ost.client import (EOF, MD, OBJECT_ID, AnyOf, C, Client, Expect, err, ost_body,
-                                                   reply, reply_object_id)
+from ptlrpc_conformance.harness.ost.client import (EOF, MD, OBJECT_ID, PROJID_APPLIED, PROJID_DROPPED, PROJID_MODES,
+                                                   PROJID_OUTCOME, PROJID_REFUSED, AnyOf, C, Client, Expect, err,
+                                                   errno, ost_body, reply, reply_object_id)
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker
 from ptlrpc_conformance.harness.ost.model import Obj, State
 from ptlrpc_conformance.harness.ost.scenario import (Record, Scenario, Step, call, deferred_replies, exchange,
                                                      render_transcript)
-from ptlrpc_conformance.harness.ost.steps import StepJudge, connect_cookie
+from ptlrpc_conformance.harness.ost.steps import StepJudge, connect_cookie, hello_configuration
 
 MUTABLE = ("OST_SETATTR", "OST_CREATE", "OST_DESTROY", "OST_PUNCH")
 
@@ -44,9 +45,10 @@ class Session:
     base_step: int | None = None         # the create step whose LAST_ID names every object ("@N+K")
     base: int = 0                        # that LAST_ID
     judge: StepJudge = field(init=False)
+    projid_pending: dict = field(default_factory=dict)   # object -> a projid applied or dropped, not known which
 
     def __post_init__(self):
-        self.judge = StepJudge(reconstruct=self.reconstruct)
+        self.judge = StepJudge(reconstruct=self.reconstruct, configuration=hello_configuration(self.adapter))
 
     @property
     def objects(self) -> dict[int, Obj]:
@@ -254,13 +256,18 @@ class Session:
             def seen(rep):
                 got = model.observed(rep)
                 if got is not None and oid in st.objects:
-                    st.objects[oid] = model.resolve(st.objects[oid], got)
+                    before = st.objects[oid]
+                    pending = self.projid_pending.pop(oid, None)
+                    if pending is not None and isinstance(before.projid, frozenset) and got.projid in before.projid:
+                        # a projid a REPLY 0 left undecided: applied or dropped (one mode a run)
+                        self.judge.keep_projid({PROJID_APPLIED} if got.projid == pending else {PROJID_DROPPED})
+                    st.objects[oid] = model.resolve(before, got)
             return model.getattr_expect(obj), seen
-        if opc == "OST_SETATTR":
-            return reply(0, "nonzero", requirement="TGT-ERR-2", why="setattr"), \
-                lambda rep: model.apply(st, opc, oid, valid, fields)
-        if opc == "OST_PUNCH":
-            return reply(0, "nonzero", requirement="TGT-ERR-2", why="punch"), \
+        if opc in ("OST_SETATTR", "OST_PUNCH"):
+            why = opc[4:].lower()
+            if model.sets_projid(obj, opc, valid, fields):
+                return self._expect_projid(opc, oid, valid, fields, why)
+            return reply(0, "nonzero", requirement="TGT-ERR-2", why=why), \
                 lambda rep: model.apply(st, opc, oid, valid, fields)
         if opc == "OST_DESTROY":
             return reply(0, "nonzero", requirement="TGT-ERR-2", why="destroy"), \
@@ -268,6 +275,28 @@ class Session:
         if opc == "OST_SYNC":
             return reply(0, why="sync (commits nothing the suite may count on)"), None
         raise ValueError(opc)
+
+    def _expect_projid(self, opc: str, oid: int, valid: int, fields: dict, why: str) -> tuple[AnyOf, callable]:
+        """A SETATTR or PUNCH that sets a new projid (docs/target-rules.md §3, "Project ids"):
+        applied, or dropped silently (ZFS before 0.8), both REPLY 0 with a transno; or refused,
+        REPLY -EOPNOTSUPP with transno 0 (no project quota).  Only the modes the target may
+        still be in are offered (StepJudge.projid); the model follows the outcome."""
+        st, judge = self.state, self.judge
+        alts = [(f"{PROJID_OUTCOME}{m}", reply(0, "nonzero", requirement="TGT-OBJ-1", why=f"{why} of a projid ({m})")
+                 if m != PROJID_REFUSED else
+                 reply("EOPNOTSUPP", requirement="TGT-OBJ-1", why=f"{why} of a projid (no project quota: refused)"))
+                for m in PROJID_MODES if m in judge.projid]
+
+        def made(rep):
+            if rep is None or rep.body["pb_type"] != wire.REPLY:
+                return
+            modes = {PROJID_REFUSED} if rep.status == errno("EOPNOTSUPP") else \
+                judge.projid & {PROJID_APPLIED, PROJID_DROPPED}
+            if rep.status == 0 or modes == {PROJID_REFUSED}:
+                model.apply(st, opc, oid, valid, fields, projid=modes)
+                if modes == {PROJID_APPLIED, PROJID_DROPPED}:
+                    self.projid_pending[oid] = fields.get("o_projid", 0)
+        return (AnyOf(alts) if len(alts) > 1 else alts[0][1]), made
 
     def _expect_create(self, c: Client, n: int) -> tuple[Expect | AnyOf, callable]:
         """OST_CREATE of id `n` (docs/target-rules.md §3): a precreate up to `n`; never
@@ -313,3 +342,19 @@ class Session:
         if apply:
             apply(rep)
         return xid, data, len(self.steps), rep
+
+
+def recovery_disabled(adapter) -> bool:
+    """The target runs with recovery disabled: its hello says so, or (nothing declared) a
+    connect on a reset target is answered without MSG_CONNECT_REPLAYABLE (docs/target-rules.md
+    §4).  A probe that fails says nothing: False."""
+    declared = hello_configuration(adapter).get("recovery")
+    if declared is not None:
+        return not declared
+    s = Session(adapter)
+    try:
+        s.reset()
+        s.connect(s.add_client("probe"))
+    except Exception:
+        return False
+    return s.judge.recovery == {False}

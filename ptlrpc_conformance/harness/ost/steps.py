@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.client import (AnyOf, Expect, check_any, granted_flags, last_id_after_create,
-                                                   parse_ref, reply_object_id, request_object_id)
+                                                   parse_ref, projid_mode_of, projid_modes, reply_object_id,
+                                                   request_object_id)
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker, resend_problems
 
 
@@ -45,6 +46,11 @@ def _is_enotconn(reply: bytes | None) -> bool:
     """The reply is ERR -ENOTCONN (the export is gone)."""
     rep = wire.try_parse(reply, "reply")[0]
     return rep is not None and rep.body["pb_type"] == wire.ERR and rep.status == -spec.errno_value("ENOTCONN")
+
+
+def hello_configuration(adapter) -> dict:
+    """What the target's hello declares of its configuration ({} when nothing, or no hello)."""
+    return dict(getattr(getattr(adapter, "hello", None), "configuration", None) or {})
 
 
 class Unresolved(ValueError):
@@ -123,9 +129,77 @@ class StepJudge:
     deferred: set = field(default_factory=set)                 # steps whose reply was deferred
     ending: bool = False                                       # a final ping was answered: recovery is over
     judged: list[str] = field(default_factory=list)            # the requirements of the expectations a reply met
+    # the hello's `configuration` (docs/testee-protocol.md §2.1.2), and the projid modes the
+    # target may still keep to: what it declared, narrowed by every projid request it answered
+    configuration: dict = field(default_factory=dict)
+    projid: set = field(init=False)
 
     def __post_init__(self):
         self.checker = TargetChecker(reconstruct=self.reconstruct)
+        self.projid = projid_modes(self.configuration)
+        # recovery enabled (True) or disabled (False): declared, else learnt from the first
+        # successful connect reply (MSG_CONNECT_REPLAYABLE), and kept for the whole run
+        self.recovery = {self.configuration["recovery"]} if "recovery" in self.configuration else {True, False}
+        if self.recovery == {False}:
+            self.checker.recovery_disabled = True
+
+    def _recovery_expectation(self, expect):
+        """`expect` as it reads on a target with recovery disabled (docs/target-rules.md §4,
+        "Recovery disabled"): no MSG_CONNECT_REPLAYABLE, no transno anywhere; outcomes named
+        "recovery:enabled" / "recovery:disabled" kept by the mode."""
+        if self.recovery != {False}:
+            if isinstance(expect, AnyOf):
+                keep = [(n, e) for n, e in expect.alternatives if n != "recovery:disabled"] \
+                    if self.recovery == {True} else expect.alternatives
+                return AnyOf(keep) if keep else expect
+            return expect
+        from dataclasses import replace as _replace
+
+        def one(e):
+            if not isinstance(e, Expect) or not e.reply:
+                return e
+            replayable = wire.C("MSG_CONNECT_REPLAYABLE")
+            return _replace(e, transno="zero" if e.transno == "nonzero" else e.transno,
+                            op_flags_all=e.op_flags_all & ~replayable,
+                            op_flags_none=e.op_flags_none | (replayable if e.handle else 0))
+        if isinstance(expect, AnyOf):
+            keep = [(n, one(e)) for n, e in expect.alternatives if n != "recovery:enabled"]
+            return AnyOf(keep) if keep else expect
+        return one(expect)
+
+    def _learn_recovery(self, rep) -> None:
+        """A successful connect reply tells whether recovery is enabled (MSG_CONNECT_REPLAYABLE)."""
+        if connect_cookie(rep) is None or len(self.recovery) == 1:
+            return
+        self.recovery = {bool(rep.body["pb_op_flags"] & wire.C("MSG_CONNECT_REPLAYABLE"))}
+        self.checker.recovery_disabled = self.recovery == {False}
+
+    def keep_projid(self, modes) -> None:
+        """The target's answers so far are those of `modes` only (one configuration a run)."""
+        self.projid &= set(modes)
+
+    def _projid_expectation(self, expect):
+        """`expect` without the "projid:MODE" outcomes of modes the target cannot be in: what
+        it declared, or what it answered before (a target keeps one configuration a run)."""
+        if not isinstance(expect, AnyOf):
+            return expect, ""
+        keep = [(n, e) for n, e in expect.alternatives if projid_mode_of(n) is None or projid_mode_of(n) in self.projid]
+        if len(keep) == len(expect.alternatives) or not keep:
+            return expect, ""
+        declared = self.configuration.get("project_quota")
+        why = (f" (its hello declares project_quota {str(declared).lower()})" if declared is not None else
+               " (earlier in this run it answered as a target whose projids are "
+               + " or ".join(sorted(self.projid)) + ": a target keeps one configuration)")
+        return AnyOf(keep), why
+
+    def _narrow_projid(self, expect, reply) -> None:
+        """After a reply to a request with "projid:MODE" outcomes: the modes whose outcome it meets."""
+        if not isinstance(expect, AnyOf):
+            return
+        named = [(projid_mode_of(n), e) for n, e in expect.alternatives if projid_mode_of(n) is not None]
+        met = {mode for mode, e in named if not e.check(reply)[0]}
+        if named and met:
+            self.keep_projid(met)
 
     def value_of(self, ref: str) -> int:
         """The value of "@N+K": LAST_ID after create step N, plus K."""
@@ -157,7 +231,14 @@ class StepJudge:
         evicted = client in self.maybe_evicted and _is_enotconn(reply)
         if evicted:
             expect = None               # evicted at an expiry: what the step expected no longer applies
+        expect, kept_to = self._projid_expectation(self._recovery_expectation(expect))
+        if len(self.recovery) > 1:
+            self._learn_recovery(wire.try_parse(reply, "reply")[0])
+            expect = self._recovery_expectation(expect)
         found, rep, outcome = check_any(expect, reply)
+        found = [p + kept_to for p in found]
+        if not found:
+            self._narrow_projid(expect, reply)
         if evicted:
             outcome = "evicted"
         # a reply the step's expectation rejected is charged there; the invariants do not take

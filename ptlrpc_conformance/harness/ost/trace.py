@@ -4,10 +4,12 @@ A trace is JSON Lines, one record per request in the order the target received t
 
     {"client": "c1", "xid": 17, "request": "d30bd00b...", "reply": "d30bd00b..." | null}
 
-(`reply` null: the target sent none).  Optional members: `"event": "restart"` or
-`"event": "recovery_end"` lines (no other member needed) tell the checker of a target
-restart and of the end of its recovery; without them a restart is inferred from a connect
-reply with MSG_CONNECT_RECOVERING.  A pcap of LNet over TCP is read by harness/capture/pcap.py
+(`reply` null: the target sent none).  Optional members: `"event": "restart"`,
+`"event": "recovery_expiry"` and `"event": "recovery_end"` lines (no other member needed) tell
+the checker of a target restart, of an expiry of its recovery window (which may end recovery
+or extend it) and of the known end of its recovery; without them a restart is inferred from a
+connect reply with MSG_CONNECT_RECOVERING, and the end of recovery from a connect reply
+without it or an answered final ping.  A pcap of LNet over TCP is read by harness/capture/pcap.py
 (pairing requests and replies by match bits).
 
 A capture holds the traffic of a whole file system: the MGS, MDTs and OSTs, on one server or
@@ -20,6 +22,10 @@ opcodes the rules do not model are judged on everything but TGT-TRANSNO-2 and co
 Exchanges that overlap (several requests in flight: a request sent before an earlier reply
 was captured) are judged on transno order and last_committed growth only against replies
 captured before them.
+
+A trace does not show evictions (lock callback timeouts, the ping evictor, the end or abort
+of recovery) nor what happened before it began: what only those make possible is allowed and
+reported as a note (`Result.notes`), never as a violation (harness/ost/invariants.py).
 """
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from dataclasses import dataclass, field
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.capture import pcap
 from ptlrpc_conformance.harness.ost import wire
-from ptlrpc_conformance.harness.ost.invariants import TargetChecker, Violation
+from ptlrpc_conformance.harness.ost.invariants import Note, TargetChecker, Violation
 
 PCAP_MAGICS = (b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d", b"\x0a\x0d\x0d\x0a")
 
@@ -41,6 +47,7 @@ class TraceError(ValueError):
 
 
 NOT_A_TRACE = "not a JSON Lines trace or a pcap"
+EVENTS = ("restart", "recovery_expiry", "recovery_end")
 
 
 def read_jsonl(path: str | pathlib.Path) -> list[dict]:
@@ -72,8 +79,9 @@ def read_jsonl(path: str | pathlib.Path) -> list[dict]:
         if not isinstance(rec, dict):
             raise TraceError(f"{where}: a record must be a JSON object")
         if "event" in rec:
-            if rec["event"] not in ("restart", "recovery_end"):
-                raise TraceError(f"{where}: event must be 'restart' or 'recovery_end', not {rec['event']!r}")
+            if rec["event"] not in EVENTS:
+                raise TraceError(f"{where}: event must be one of {', '.join(repr(e) for e in EVENTS)}, "
+                                 f"not {rec['event']!r}")
             records.append({"event": rec["event"], "line": n})
             continue
         client, xid = rec.get("client"), rec.get("xid")
@@ -141,6 +149,7 @@ def read(path: str | pathlib.Path) -> list[dict]:
 class Result:
     """What check-trace found: the violations, and how much of the trace it judged."""
     violations: list[Violation] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)     # what was allowed because the trace cannot tell
     exchanges: int = 0              # request records (events aside)
     judged: int = 0                 # exchanges judged by the target rules
     unmodelled: int = 0             # of those, opcodes the rules do not model (not judged on TGT-TRANSNO-2)
@@ -150,6 +159,8 @@ class Result:
 
     def summary(self) -> str:
         out = f"{self.exchanges} exchanges, {len(self.violations)} violations"
+        if self.notes:
+            out += f", {len(self.notes)} allowed and noted above"
         parts = [f"{self.judged} judged" + (f" on {len(self.targets)} OST target(s)" if self.targets else "")]
         if self.unmodelled:
             parts.append(f"{self.unmodelled} of opcodes the target rules do not model (not judged on transnos)")
@@ -211,28 +222,63 @@ def _split(records: list[dict]) -> tuple[dict, Result]:
     return targets, result
 
 
+def _event(checker: TargetChecker, event: str) -> bool:
+    """Tell the checker of an event line; True: recovery ended with it (an expiry that left no
+    client replaying), to be marked once the replies it released are judged."""
+    if event == "restart":
+        checker.restart()
+    elif event == "recovery_expiry":
+        return checker.expired()
+    else:
+        checker.recovery_ended()
+    return False
+
+
+def judge_in_order(checker: TargetChecker, records: list[dict]) -> list[Violation]:
+    """Feed one target's records, one exchange at a time, to `checker`: (the violations).  A
+    deferred reply is judged where it was sent: just before the record it was sent during, or
+    just after the event that released it (an expiry of the recovery window evicts first, then
+    answers what it released, then, when no client is left replaying, ends recovery)."""
+    events = {r["line"] for r in records if "event" in r}
+
+    def order(r: dict) -> tuple[int, int]:
+        if "replied_at" in r:
+            return (r["replied_at"], 1 if r["replied_at"] in events else 0)
+        return (r["line"], 0 if "event" in r else 1)
+
+    out: list[Violation] = []
+    ends_after = None               # the line of an expiry that ended recovery
+    for r in sorted(records, key=order):
+        if ends_after is not None and order(r)[0] > ends_after:
+            checker.recovery_ended()
+            ends_after = None
+        if "event" in r:
+            if _event(checker, r["event"]):
+                ends_after = r["line"]
+        else:
+            out += checker.observe(r["client"], r["xid"], r["request"], r["reply"], r["line"])
+    if ends_after is not None:
+        checker.recovery_ended()
+    return out
+
+
 def check_trace(records: list[dict]) -> Result:
     """Judge a trace (docs/check-trace.md).  Records without a `portal` are one target's
     exchanges, one at a time (a trace the suite wrote); with one, they are split per target
-    first and may overlap."""
+    first and may overlap.  The checkers allow what unseen evictions and history make possible
+    (`sees_all=False`) and say so in the notes."""
     if not any("portal" in r for r in records if "event" not in r):
-        checker = TargetChecker()
+        checker = TargetChecker(sees_all=False)
         result = Result(exchanges=sum(1 for r in records if "event" not in r))
-        # a deferred reply is judged where it was sent: just before the record it was sent during
-        for r in sorted(records, key=lambda r: r["replied_at"] - 0.5 if "replied_at" in r else r["line"]):
-            if r.get("event") == "restart":
-                checker.restart()
-            elif r.get("event") == "recovery_end":
-                checker.recovery_ended()
-            else:
-                result.violations += checker.observe(r["client"], r["xid"], r["request"], r["reply"], r["line"])
+        result.violations = judge_in_order(checker, records)
         result.judged = result.exchanges
         result.unmodelled = checker.unmodelled
+        result.notes = checker.notes
         return result
     targets, result = _split(records)
     for (server, uuid), recs in targets.items():
         result.targets.append(f"{uuid}@{server}" if server else uuid)
-        checker = TargetChecker()
+        checker = TargetChecker(sees_all=False)
         timed = [(n, r) for n, r in recs if n is not None]
         # the highest transno of any request sent before each reply was captured (TGT-TRANSNO-3)
         sends = sorted((_sent(r), _transno(r)) for _, r in timed)
@@ -243,19 +289,20 @@ def check_trace(records: list[dict]) -> Result:
             highest.append(top)
         for name, r in recs:
             if name is None:
-                if r["event"] == "restart":
-                    checker.restart()
-                else:
+                if _event(checker, r["event"]):
                     checker.recovery_ended()
                 continue
             done = _answered(r)
             k = bisect.bisect_left(times, done)
             ceiling = highest[k - 1] if k else 0
             result.violations += checker.observe(name, r["xid"], r["request"], r["reply"], r["line"],
-                                                 sent_at=_sent(r), answered_at=done, ceiling=ceiling)
+                                                 sent_at=_sent(r), answered_at=done, ceiling=ceiling,
+                                                 portal=r.get("portal"))
             result.judged += 1
         result.unmodelled += checker.unmodelled
+        result.notes += checker.notes
     result.violations.sort(key=lambda v: v.record)
+    result.notes.sort(key=lambda v: v.record)
     return result
 
 

@@ -1,7 +1,7 @@
 """The suite's own request builder and reply reader for the target suites.
 
 Independent of the implementations under test (the bundled reference included): it packs
-requests little-endian from the layouts in facts.json and reads replies in either byte
+requests little-endian from the layouts of spec/layouts.json and reads replies in either byte
 order.  A reply that the suite's rule model (harness/verdicts/model.py) would not accept as a reply
 is reported as unreadable, with the rule that refused it.
 """

@@ -40,6 +40,10 @@ def load(path: str | pathlib.Path) -> dict:
         report = json.loads(text)
     except ValueError as e:
         raise ReportError(f"{path}: not a report.json (not JSON: {e})") from None
+    if isinstance(report, dict) and report.get("format") == MATRIX_FORMAT:
+        if not isinstance(report.get("releases"), list) or not isinstance(report.get("differences"), list):
+            raise ReportError(f"{path}: the release matrix report is damaged (no releases or differences)")
+        return report
     if not isinstance(report, dict) or report.get("format") != FORMAT:
         got = report.get("format") if isinstance(report, dict) else type(report).__name__
         raise ReportError(f"{path}: not a report.json of format {FORMAT} (format is {got!r})")
@@ -51,6 +55,60 @@ def load(path: str | pathlib.Path) -> dict:
 
 
 MAX_PROBLEMS = 10
+MATRIX_FORMAT = "ptlrpc-conformance-matrix/1"       # harness/outputs/matrix.py
+
+
+def render_matrix(doc: dict, base_dir: pathlib.Path, command: str | None = None, notes: str | None = None) -> str:
+    """The certification document of a release matrix (`certify --profile all`): the level per
+    release, the differences followed, and for each release the failing requirements with a
+    representative case (from the release's own report.json beside the matrix's)."""
+    from ptlrpc_conformance.harness.data import registry
+    requirements = registry.requirements()
+    iut = doc.get("iut") or {}
+    hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
+    impl = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k)) or str(iut.get("spec") or "the IUT")
+    suite = doc.get("suite") or {}
+    out = [f"# Release matrix: {impl}", "",
+           f"Judged by ptlrpc-conformance {suite.get('version', '?')} (suite sha256 `{suite.get('sha256', '?')}`), "
+           f"seed {doc.get('seed')}, under the profile of every Lustre release it knows. Every case ran under "
+           f"{doc['base']}; another release ran again only the cases it judges differently and took "
+           f"{doc['base']}'s verdicts for the rest.", "",
+           f"**Conformant to: {', '.join(doc.get('conformant_to') or []) or 'no release'}.**", ""]
+    if doc.get("modes"):
+        out += ["Relaxing modes: " + "; ".join(f"{m.get('mode')} ({m.get('by')})" for m in doc["modes"]), ""]
+    if doc.get("incomplete"):
+        out += ["**The run is incomplete: a release's session stopped early.**", ""]
+    out += ["| Profile | Level | Cases run under it | Failing requirements |", "|---|---|---|---|"]
+    for r in doc["releases"]:
+        out.append(f"| {r['profile']} | {_cell(r['words'])} | {r['own_cases']} | "
+                   f"{_cell(', '.join(r['failing_requirements']) or 'none')} |")
+    out += ["", "## Differences between releases", "",
+            "Which release's behaviour the implementation follows, difference by difference, from the verdicts of "
+            "the cases each difference changes under each side's profile.", "",
+            "| Difference | Releases | Lustre change | Follows | In practice |", "|---|---|---|---|---|"]
+    for d in doc["differences"]:
+        out.append(f"| {_cell(d['id'])}: {_cell(d.get('what') or '')} | {d['from']} → {d['to']} | "
+                   f"{_cell(d.get('lu') or '')} | {_cell(d['follows'])} | {_cell(d.get('effect') or '')} |")
+    for r in doc["releases"]:
+        if not r["failing_requirements"]:
+            continue
+        out += ["", f"## {r['profile']}: what fails", ""]
+        try:
+            rep = json.loads((base_dir / r["report"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            out.append(f"(its report {r['report']} could not be read)")
+            continue
+        for rid in r["failing_requirements"]:
+            failing = sorted((c for c in rep.get("cases", []) if c.get("verdict") in ("fail", "error")
+                              and rid in (c.get("failed_requirements") or c.get("requirements") or [])), key=rank)
+            req = requirements.get(rid)
+            out.append(f"- **{rid}**{f' ({req.level}): {req.statement}' if req else ''} — {len(failing)} case(s); "
+                       f"e.g. `{failing[0]['id']}`: {_cell(reason(failing[0])[1])}" if failing else f"- **{rid}**")
+    if notes:
+        out += ["", "## Certifier's notes", "", notes.strip()]
+    if command:
+        out += ["", f"Written by `{command}`."]
+    return "\n".join(out) + "\n"
 
 
 def _is_strs(value) -> bool:
@@ -448,6 +506,9 @@ def main(argv: list[str]) -> int:
         print(f"ptlrpc-conformance certification-doc: {e}", file=sys.stderr)
         return EXIT_USAGE
     level = report.get("level") if isinstance(report.get("level"), dict) else {}
+    matrix = report.get("format") == MATRIX_FORMAT
+    if matrix:
+        level = {}
     if level.get("status") == PARTIAL and not args.allow_partial:
         print(f"ptlrpc-conformance certification-doc: {args.report}: a partial run ({scope_words(level)}) "
               "certifies no capability as a whole; run the whole suite, or pass --allow-partial to document "
@@ -465,7 +526,8 @@ def main(argv: list[str]) -> int:
         ["--allow-partial"] if args.allow_partial else []) + (["--out", args.out] if args.out != "-" else [])
     command = "ptlrpc-conformance certification-doc " + " ".join(shlex.quote(a) for a in given)
     try:
-        text = render(report, command, notes)
+        text = (render_matrix(report, pathlib.Path(args.report).parent, command, notes) if matrix
+                else render(report, command, notes))
     except (TypeError, AttributeError, KeyError, ValueError) as e:     # a shape load() did not foresee
         print(f"ptlrpc-conformance certification-doc: {args.report}: the report is damaged "
               f"({type(e).__name__}: {e})", file=sys.stderr)
@@ -480,6 +542,10 @@ def main(argv: list[str]) -> int:
     except OSError as e:
         print(f"ptlrpc-conformance certification-doc: cannot write {args.out}: {e.strerror or e}", file=sys.stderr)
         return EXIT_USAGE
+    if matrix:
+        print(f"certification-doc: {args.out} written (release matrix of {len(report['releases'])} profiles)",
+              file=sys.stderr)
+        return EXIT_OK
     print(f"certification-doc: {args.out} written ({len(report['cases'])} cases, level "
           f"{level_words(report['level'])})", file=sys.stderr)
     return EXIT_OK

@@ -1,6 +1,6 @@
 """Annotated hex dumps: every byte of a message labelled with the field it belongs to.
 
-The walker here is the suite's own reading of the layout (facts.json), independent of any
+The walker here is the suite's own reading of the layout (spec/layouts.json), independent of any
 IUT, and tolerant: it labels what it can of a malformed message and marks the rest.
 """
 from __future__ import annotations

@@ -26,7 +26,6 @@ from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
 from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.runstate import DESELECTED
 from ptlrpc_conformance.harness.verdicts.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
-from ptlrpc_conformance.spec import LUSTRE_VERSION
 
 FORMAT = "ptlrpc-conformance-report/1"
 NOT_APPLICABLE_PREFIX = "not applicable: "
@@ -432,7 +431,7 @@ def document(*, profile: str, seed, user_vectors, reproduce: list[str], iut: dic
         "suite": suite_identity(),
         "profile": profile,
         "seed": seed,
-        "lustre_version": LUSTRE_VERSION,
+        "lustre_version": registry.profile(profile).release,
         "iut": iut,
         "environment": {"python": platform.python_version(), "platform": platform.platform(),
                         "cwd": os.getcwd()},
@@ -497,6 +496,7 @@ def fingerprints(user_vectors) -> dict:
     from importlib import resources
 
     from ptlrpc_conformance.harness.data.vectors import bundled_files, user_files
+    from ptlrpc_conformance.spec import layouts
     h = hashlib.sha256()
     for name, text in bundled_files():
         h.update(name.encode() + b"\0" + text.encode())
@@ -504,8 +504,9 @@ def fingerprints(user_vectors) -> dict:
         h.update(str(path).encode() + b"\0" + path.read_bytes())
     spec_dir = resources.files("ptlrpc_conformance.spec")
     out = {"vectors": h.hexdigest()}
-    for name in ("requirements.yaml", "profiles.yaml", "facts.json", "layouts.json"):
+    for name in ("requirements.yaml", "profiles.yaml", "facts.json"):
         out[name] = hashlib.sha256(spec_dir.joinpath(name).read_bytes()).hexdigest()
+    out["layouts.json"] = layouts.sha256()
     return out
 
 

@@ -1,6 +1,7 @@
 """Adapter loaders: from an --iut value to a (not yet started) adapter.
 
   reference                       the bundled reference, in-process
+  reference:RELEASE               the same, decoding as that Lustre release's code does (2.15.8)
   python:package.module:factory   factory() returns an object with handle(request) -> response
   exec:COMMAND                    a process speaking the protocol on stdin/stdout
   tshark[:PROGRAM]                Wireshark's Lustre dissector (decode only)
@@ -31,6 +32,15 @@ def _load(spec: str | None, timeout: float) -> Adapter:
     spec = (spec or "reference").strip()
     if spec == "reference":
         return InProcessAdapter(make_testee(), description="reference")
+    if spec.startswith("reference:"):       # the reference decoding as an older release's code does
+        from ptlrpc_conformance.harness.data import registry
+        rel = spec[len("reference:"):]
+        try:
+            registry.release(rel)
+        except registry.RegistryError as e:
+            raise UsageError(f"--iut {spec!r}: {e}") from None
+        from ptlrpc_conformance.reference import release_testee
+        return InProcessAdapter(release_testee(rel), description=spec)
     if spec.startswith("python:"):
         target = spec[len("python:"):]
         module_name, sep, attr = target.partition(":")
@@ -58,7 +68,7 @@ def _load(spec: str | None, timeout: float) -> Adapter:
             return ExecAdapter(command, timeout=timeout)
         except ValueError as e:   # shlex: unbalanced quotes
             raise UsageError(f"--iut {spec!r}: {e}") from None
-    raise UsageError(f"--iut {spec!r}: expected 'reference', 'python:package.module:factory', 'exec:COMMAND' "
+    raise UsageError(f"--iut {spec!r}: expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND' "
                      "or 'tshark[:PROGRAM]'")
 
 

@@ -85,6 +85,9 @@ class Outcome:
 
 
 DECODE_DIRECTIONS = frozenset(("request", "reply"))
+# the members of the hello's `configuration` (docs/testee-protocol.md §2.1.2): how the target is
+# set up, where Lustre's OST behaves differently by configuration
+CONFIGURATION_MEMBERS = ("project_quota", "recovery")
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,9 @@ class Hello:
     raw: dict = field(default_factory=dict, compare=False)
     # the directions whose decode the IUT implements (hello `decode_directions`, default both)
     decode_directions: frozenset = DECODE_DIRECTIONS
+    # what the target's hello declares of its configuration (hello `configuration`):
+    # {"project_quota": bool, "recovery": bool}, each member optional; {} when none is declared
+    configuration: dict = field(default_factory=dict, compare=False)
 
     def as_dict(self) -> dict:
         return dict(self.raw)
@@ -136,9 +142,14 @@ def parse_hello(result: Any) -> Hello:
     if (not isinstance(directions, list) or not directions
             or not all(isinstance(d, str) and d in DECODE_DIRECTIONS for d in directions)):
         raise HelloError("hello 'decode_directions' must be a non-empty list of \"request\" and \"reply\"")
+    configuration = result.get("configuration", {})
+    if not isinstance(configuration, dict) or not all(
+            isinstance(configuration[k], bool) for k in CONFIGURATION_MEMBERS if k in configuration):
+        raise HelloError("hello 'configuration' must be an object whose members "
+                         + " and ".join(repr(k) for k in CONFIGURATION_MEMBERS) + " are booleans")
     caps = frozenset(c for c in result["capabilities"] if c in KNOWN_CAPABILITIES)  # unknown names ignored
     return Hello(result["name"], result["version"], caps, result["protocol"], agnostic, dict(result),
-                 frozenset(directions))
+                 frozenset(directions), {k: configuration[k] for k in CONFIGURATION_MEMBERS if k in configuration})
 
 
 def check_response(response: Any, expected_id: Any) -> Outcome:

@@ -99,7 +99,9 @@ def build() -> dict:
                        "capabilities": {"type": "array", "items": {"type": "string"}},
                        "protocol": {"const": P.PROTOCOL_VERSION}, "errno_agnostic": {"type": "boolean"},
                        "decode_directions": {"type": "array", "minItems": 1,
-                                             "items": {"enum": sorted(P.DECODE_DIRECTIONS)}}}}
+                                             "items": {"enum": sorted(P.DECODE_DIRECTIONS)}},
+                       "configuration": {"type": "object",
+                                         "properties": {k: {"type": "boolean"} for k in P.CONFIGURATION_MEMBERS}}}}
     defs = {
         "hex": {"type": "string", "pattern": P.HEX.pattern},
         "errno": {"type": "string", "pattern": P.ERRNO_NAME.pattern},

@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.verdicts import charges
 from ptlrpc_conformance.harness.verdicts.model import predict
+from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import Vector
 
 MAX_DERIVE_SIZE = 64 * 1024
@@ -166,7 +167,7 @@ def neighbour(vector: Vector, vectors) -> Vector | None:
 
 
 def derive(vectors: list[Vector], profile: str | None = None) -> list[DerivedCase]:
-    tolerate = profile == "lustre-2.17.57-literal"
+    tolerate = bool(profile) and registry.profile(profile).has("literal")
     cases: list[DerivedCase] = []
     for v in vectors:
         if v.verdict != "valid":

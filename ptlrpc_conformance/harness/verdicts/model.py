@@ -5,7 +5,8 @@ It exists to give derived variants and property tests their verdicts without ask
 implementation (the bundled reference included).  It knows only what the checks need:
 lengths, counts, the magic, and three body words, read in the order the testee protocol
 pins (docs/testee-protocol.md §2.2, after Lustre's lustre_unpack_msg_v2 and
-lustre_unpack_*_ptlrpc_body).  Facts come from facts.json.
+lustre_unpack_*_ptlrpc_body).  Facts come from facts.json, layouts from spec.layout()
+(spec/layouts.json).
 
 Each check is a rule of docs/rules.md, and each rule is one requirement (RULE_REQUIREMENT): a
 message the model rejects breaks the requirement of the first failing check

@@ -2,7 +2,7 @@
 
 A property that judges an IUT's decoder needs bytes the IUT did not make: `pack` writes a
 MESSAGE (docs/testee-protocol.md §2.2) as a sender of either byte order would, from the
-layouts in facts.json, never through an implementation under test (the bundled reference
+layouts of spec/layouts.json (spec.layout), never through an implementation under test (the bundled reference
 included).  A big-endian sender writes every word in its own order, except the fields Lustre
 never swabs (lm_padding_3, pb_handle, pb_padding0, pb_padding64_0/1, pb_jobid: facts.json
 `unswabbed`), which are written so that they read back as given, as lustre_swab_ptlrpc_body

@@ -1,0 +1,249 @@
+"""The release matrix: one IUT judged under the profile of every Lustre release
+(`certify --profile all`), each case run once unless a release judges it differently.
+
+How a run is planned:
+- every release profile's cases are collected, and each case gets a fingerprint of what its
+  judges read under that profile: its vectors as the profile sees them (verdict, errno
+  classes, the expected decode as that release's code reads the bytes), the requirements it
+  lists that belong to the profile, and the release facts its judges read
+  (verdicts/release.py, judged_facts);
+- the newest release's profile runs every selected case; another release's runs only the
+  cases whose fingerprint differs (or that only it has); its report is composed of those and
+  of the newest release's results for the rest, and its level is computed from that whole.
+
+The matrix report (report.json, format ptlrpc-conformance-matrix/1) lists each release's
+level and, for each known difference between releases (spec/release_differences.yaml),
+which release's behaviour the implementation follows, from the verdicts of the cases that
+difference changes.
+"""
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+from importlib import resources
+
+
+from ptlrpc_conformance.harness.data import registry
+
+FORMAT = "ptlrpc-conformance-matrix/1"
+CONFORMANT = ("conformant", "fully conformant", "partial")    # level statuses without a failing MUST
+
+
+# ---- fingerprints -----------------------------------------------------------------------
+def _describe(param):
+    from ptlrpc_conformance.harness.data.vectors import Vector
+    from ptlrpc_conformance.harness.verdicts import release
+    from ptlrpc_conformance.harness.verdicts.derive import DerivedCase
+    if isinstance(param, Vector):
+        out = {"id": param.id, "verdict": param.verdict, "errno": list(param.errno),
+               "expect": release.view(param.expect)}
+        if param.op == "decode_struct":
+            out["not_applicable"] = release.struct_differs(param.struct)
+        return out
+    if isinstance(param, (tuple, list)):
+        ids = "+".join(p.id for p in param if isinstance(p, Vector))
+        return {"id": ids, "items": [_describe(p) for p in param]} if ids else [_describe(p) for p in param]
+    if isinstance(param, DerivedCase):
+        return {"id": param.id, "cases": [_describe(v) for v in (param.origin, *param.variants)]}
+    if isinstance(param, (str, int, float, bool, type(None))):
+        return param
+    return getattr(param, "id", type(param).__name__)
+
+
+class FingerprintCollector:
+    """A pytest plugin: once the cases are collected (under one profile), each case id with
+    the fingerprint of what its judges read."""
+
+    def __init__(self, profile: str):
+        self.profile = profile
+        self.fingerprints: dict[str, str] = {}
+
+    def pytest_collection_finish(self, session):
+        from ptlrpc_conformance.harness.verdicts import release
+        known = registry.requirements()
+        for item in session.items:
+            props = dict(item.user_properties)
+            case = props.get("case_id")
+            if not case:
+                continue
+            reqs = [r for r in props["requirements"].split(",") if r and r in known and known[r].in_profile(self.profile)]
+            params = getattr(getattr(item, "callspec", None), "params", {}) or {}
+            described = {k: _describe(v) for k, v in sorted(params.items())}
+            what = {"requirements": reqs, "params": described}
+            if not any(isinstance(v, dict) and "id" in v for v in described.values()):
+                # no vector: a property or a stateful case, whose judges read the facts
+                what["facts"] = release.judged_facts(case.split(".", 1)[0], self.profile)
+            text = json.dumps(what, sort_keys=True, default=str)
+            self.fingerprints[case] = hashlib.sha256(text.encode()).hexdigest()
+
+
+def fingerprints(profile: str, vectors=()) -> dict[str, str]:
+    """case id -> fingerprint, for every case a run under `profile` would collect."""
+    import contextlib
+    import io
+
+    import pytest
+    suites = resources.files("ptlrpc_conformance.suites")
+    pargs = ["-c", str(suites.joinpath("pytest.ini")), "--rootdir", str(suites), "--pyargs",
+             "ptlrpc_conformance.suites", "--collect-only", "-qq", "-p", "no:cacheprovider",
+             "--conformance-profile", profile]
+    for d in vectors or ():
+        pargs += ["--conformance-vectors", d]
+    plugin = FingerprintCollector(profile)
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        rc = int(pytest.main(pargs, plugins=[plugin]))
+    if rc != 0:
+        raise RuntimeError(f"the cases of {profile} could not be collected (pytest exit status {rc}):\n"
+                           f"{output.getvalue()[-2000:]}")
+    return plugin.fingerprints
+
+
+def plan(profiles: list[str], base: str, vectors=()) -> dict[str, list[str]]:
+    """profile -> the case ids it must run itself: every case for `base`; for another profile,
+    the cases whose fingerprint differs from base's or that base does not have."""
+    prints = {p: fingerprints(p, vectors) for p in profiles}
+    out = {base: sorted(prints[base])}
+    for p in profiles:
+        if p != base:
+            out[p] = sorted(c for c, fp in prints[p].items() if prints[base].get(c) != fp)
+    return out
+
+
+# ---- composed reports -------------------------------------------------------------------
+def compose(base: dict, own: dict | None, profile: str, collected: list[str] | None = None) -> dict:
+    """The report of `profile`: its own cases (`own`, a run of the cases it judges
+    differently) and base's results for every other case it has (`collected`: the case ids
+    it collects; None: the same as base's).  Requirements and level are computed anew."""
+    from ptlrpc_conformance.harness.outputs import report as R
+    own_cases = {c["id"]: c for c in (own or {}).get("cases", [])}
+    wanted = set(collected) if collected is not None else {c["id"] for c in base["cases"]}
+    cases = [dict(c, run_under=base["profile"]) for c in base["cases"]
+             if c["id"] in wanted and c["id"] not in own_cases]
+    cases += [dict(c, run_under=profile) for c in own_cases.values()]
+    cases.sort(key=lambda c: c["id"])
+    known = registry.requirements()
+    hello = (base.get("iut") or {}).get("hello")
+    agnostic_by_option = any(m.get("by") == "--ignore-errno-class" for m in base.get("modes") or ())
+    modes = R.run_modes(profile, agnostic_by_option, hello)
+    reqs = R.judged(R.requirement_verdicts(cases, known), cases, known, profile, hello, modes)
+    incomplete = bool(base.get("incomplete") or (own or {}).get("incomplete"))
+    reason = base.get("incomplete_reason") or (own or {}).get("incomplete_reason")
+    doc = R.document(profile=profile, seed=base.get("seed"), user_vectors=(), reproduce=[],
+                     iut=base.get("iut") or {}, smoke=base.get("smoke"), started=base.get("started", ""),
+                     duration_s=round(float(base.get("duration_s") or 0) + float((own or {}).get("duration_s") or 0), 3),
+                     exit_status=0, incomplete=incomplete, incomplete_reason=reason, requirements=reqs,
+                     cases=cases, capabilities=(hello or {}).get("capabilities"),
+                     selection=base.get("selection"), modes=modes)
+    doc["sha256"] = base.get("sha256")
+    doc["reproduce"] = [a if a != base["profile"] else profile for a in base.get("reproduce") or []]
+    doc["matrix_run"] = {"own_cases": len(own_cases), "from": base["profile"],
+                         "reused_cases": len(cases) - len(own_cases)}
+    return doc
+
+
+# ---- differences ------------------------------------------------------------------------
+def known_differences() -> list[dict]:
+    """spec/release_differences.yaml's differences (checked): what changed on the wire
+    between neighbouring releases."""
+    from ptlrpc_conformance.spec import release_differences
+    return list(release_differences.load()["differences"])
+
+
+def _side(report: dict | None, globs: list[str], fields: list[str]) -> bool | None:
+    """Whether the cases a difference changes pass under one side's profile: None when none of
+    them was judged; with `fields`, a case that failed only on other fields counts as passing
+    (another difference decided it)."""
+    cases = [c for c in (report or {}).get("cases", []) if any(fnmatch.fnmatchcase(c["id"], g) for g in globs)
+             and c.get("verdict") not in ("not-applicable", "skipped", "not-exercised")]
+    if not cases:
+        return None
+    for c in cases:
+        if c["verdict"] == "pass":
+            continue
+        differ = ((c.get("notes") or {}) if isinstance(c.get("notes"), dict) else {}).get("fields_differ")
+        if not fields or not differ or set(differ) & set(fields):
+            return False
+    return True
+
+
+def follows(reports: dict[str, dict]) -> list[dict]:
+    """For each known difference whose cases ran: which side the implementation follows.
+    `reports`: profile -> composed report.  A side is followed when every case the difference
+    changes passes under that side's release (for a difference of decoded fields: passes, or
+    fails on other fields only)."""
+    out = []
+    for d in known_differences():
+        globs, fields = list(d.get("cases") or []), list(d.get("fields") or [])
+        old = _side(_report_for(reports, f"lustre-{d['from']}"), globs, fields)
+        new = _side(_report_for(reports, f"lustre-{d['to']}"), globs, fields)
+        if old is None and new is None:
+            verdict = "not exercised"
+        elif old and new:
+            verdict = "both"            # its cases pass under both releases' rules
+        elif new:
+            verdict = f"{d['to']} and later" + (f" ({d['from']}'s side not judged)" if old is None else "")
+        elif old:
+            verdict = f"{d['from']} and earlier" + (f" ({d['to']}'s side not judged)" if new is None else "")
+        else:
+            verdict = "neither"
+        out.append({"id": d["id"], "from": d["from"], "to": d["to"], "lu": d.get("lu"), "what": d.get("what"),
+                    "effect": d.get("effect"), "requirements": list(d.get("requirements") or []),
+                    "cases": globs, "fields": fields, "follows": verdict})
+    return out
+
+
+def _report_for(reports: dict[str, dict], base_profile: str) -> dict | None:
+    """The report of the profile of that release (whatever modifiers the matrix used)."""
+    for name, rep in reports.items():
+        if registry.profile(name).base == base_profile:
+            return rep
+    return None
+
+
+def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
+    """report.json of a matrix run: each release's level, and the differences followed."""
+    from ptlrpc_conformance.harness.verdicts.level import words
+    rows = []
+    for name in sorted(reports, key=lambda n: registry.release_key(registry.profile(n).release)):
+        rep = reports[name]
+        lv = rep.get("level") or {}
+        failing = sorted(rid for rid, e in (rep.get("requirements") or {}).items() if e.get("verdict") in ("fail", "error"))
+        rows.append({"profile": name, "release": registry.profile(name).release, "level": lv,
+                     "words": words(lv), "failing_requirements": failing, "summary": rep.get("summary"),
+                     "own_cases": (rep.get("matrix_run") or {}).get("own_cases", len(rep.get("cases", []))),
+                     "report": f"{name}/report.json"})
+    base_rep = reports[base]
+    matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT]
+    return {"format": FORMAT, "base": base, "exit_status": exit_status,
+            "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "sha256": base_rep.get("sha256"),
+            "seed": base_rep.get("seed"),
+            "selection": base_rep.get("selection"), "modes": base_rep.get("modes"),
+            "incomplete": any(r.get("incomplete") for r in reports.values()),
+            "conformant_to": matches, "releases": rows, "differences": follows(reports)}
+
+
+def verdict_lines(doc: dict, path=None) -> list[str]:
+    """The verdict block of a matrix run: a line per release, then the differences."""
+    iut = doc.get("iut") or {}
+    hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
+    named = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k))
+    out = ["", "== ptlrpc-conformance release matrix ==",
+           f"iut: {named + ' ' if named else ''}(--iut {iut.get('spec') or 'reference'})"]
+    width = max((len(r["profile"]) for r in doc["releases"]), default=0)
+    for r in doc["releases"]:
+        failing = r["failing_requirements"]
+        tail = f"; failing: {', '.join(failing[:8])}{' ...' if len(failing) > 8 else ''}" if failing else ""
+        out.append(f"  {r['profile']:<{width}}  {r['words']}  ({r['own_cases']} case(s) run under it{tail})")
+    judged = [d for d in doc["differences"] if d["follows"] != "not exercised"]
+    if judged:
+        out.append("differences between releases (which behaviour this implementation follows):")
+        for d in judged:
+            out.append(f"  {d['id']} ({d['lu'] or 'no LU'}, {d['from']} -> {d['to']}): {d['follows']}"
+                       + (f" - {d['effect']}" if d.get("effect") else ""))
+    out.append(f"conformant to: {', '.join(doc['conformant_to']) or 'no release'}")
+    if path is not None:
+        out.append(f"report: {path} (each release's report in its own folder beside it)")
+    out.append(f"exit status: {doc['exit_status']}")
+    return out

@@ -1,0 +1,124 @@
+"""The Lustre release a run's verdicts follow, and what it changes in an expected decode.
+
+A vector's expectation is written as the default release's code reads the bytes.  An older
+release's pack_generic.c leaves some fields of a byte-swapped message unswapped (in 2.15,
+lm_opc, pb_uid, pb_gid and pb_projid were padding and were never swabbed): its code reads them
+in the sender's byte order, so the value it decodes is the expected value with its bytes
+reversed.  `view` turns an expectation into that release's reading, from the release's swab
+lists (spec/releases/<release>.json, generated from that release's code); nothing here is
+computed by an implementation under test.
+
+The release is the session's: the plugin sets it from --conformance-profile when pytest
+configures (in every xdist worker too); a run follows one profile.
+"""
+from __future__ import annotations
+
+import copy
+import functools
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.data import registry
+
+_active: str | None = None      # None: the default profile's release
+_literal = False                # the profile tolerates the release's own bugs
+
+
+def use(profile_name: str | None) -> None:
+    """Follow the release of this profile from now on (None: the default profile)."""
+    global _active, _literal
+    prof = registry.profile(profile_name)
+    _active, _literal = prof.release, prof.has("literal")
+
+
+def active() -> str:
+    return _active or registry.profile(None).release
+
+
+# the structure whose fields each expectation section holds
+_SECTIONS = {"header": "lustre_msg_v2", "body": "ptlrpc_body_v3"}
+
+
+@functools.lru_cache(maxsize=None)
+def left_unswapped(release: str) -> dict[str, frozenset[str]]:
+    """Per expectation section, the fields this release leaves unswapped that the default
+    release swaps (today's field names)."""
+    from ptlrpc_conformance.spec import releases
+    default = registry.profile(None).release
+    mine, base = releases.load(release)["unswabbed"], releases.load(default)["unswabbed"]
+    return {section: frozenset(set(mine.get(struct, ())) - set(base.get(struct, ())))
+            for section, struct in _SECTIONS.items()}
+
+
+def _reverse(value: int, size: int) -> int:
+    return int.from_bytes((value % (1 << (8 * size))).to_bytes(size, "little"), "big")
+
+
+def behaviour(release: str, name: str) -> bool:
+    """A behaviour of the release's code (spec/releases/<release>.json, `behaviour`)."""
+    from ptlrpc_conformance.spec import releases
+    return bool(releases.load(release)["behaviour"][name]["value"])
+
+
+def struct_differs(name: str, release: str | None = None) -> str | None:
+    """Why the suite's structure vectors of `name` do not apply under `release` (default: the
+    active one), or None when they do (spec/layouts.py differs_from_default): the suite's
+    structure vectors are written for the default release's layouts; it has none for
+    another layout."""
+    from ptlrpc_conformance.spec import layouts
+    return layouts.differs_from_default(name, release or active())
+
+
+def tolerated_shape(problem, result) -> bool:
+    """Whether a shape problem of a decode result is what the active profile tolerates: under a
+    literal profile of a release whose lustre_msg_get_jobid does not NUL-terminate, a pb_jobid
+    of 32 characters (an unterminated jobid read whole)."""
+    if not _literal or getattr(problem, "about", None) != ("body", "pb_jobid"):
+        return False
+    jobid = ((result or {}).get("body") or {}).get("pb_jobid")
+    return (isinstance(jobid, str) and len(jobid) == spec.constant("LUSTRE_JOBID_SIZE")
+            and not behaviour(active(), "jobid_nul_terminated"))
+
+
+def view(expect: dict | None, release: str | None = None, literal: bool | None = None) -> dict | None:
+    """`expect` as `release` (default: the active one) decodes the same bytes.  Under a
+    literal profile, a release whose lustre_msg_get_jobid does not NUL-terminate (before
+    2.15.3) may read an unterminated jobid whole: an expected 31-character jobid, which is
+    how the default release reads one, is then not compared."""
+    release = release or active()
+    literal = _literal if literal is None else literal
+    if not expect or release == registry.profile(None).release:
+        return expect
+    body = expect.get("body") or {}
+    if (literal and isinstance(body.get("pb_jobid"), str) and len(body["pb_jobid"]) == 31
+            and not behaviour(release, "jobid_nul_terminated")):
+        expect = {**expect, "body": {k: v for k, v in body.items() if k != "pb_jobid"}}
+    if expect.get("byte_order") != "big":
+        return expect
+    extra = left_unswapped(release)
+    if not any(extra[s] & set(expect.get(s) or {}) for s in _SECTIONS):
+        return expect
+    out = copy.deepcopy(expect)
+    for section, names in extra.items():
+        fields = out.get(section) or {}
+        for name in names & set(fields):
+            size = spec.layout(_SECTIONS[section]).field(name).size
+            if isinstance(fields[name], int):
+                fields[name] = _reverse(fields[name], size)
+    return out
+
+
+def judged_facts(area: str, profile_name: str) -> dict:
+    """What the judges of a case of `area` read of the profile beyond its vectors: the facts
+    of its release and its modifiers.  Every judge that reads a release fact must have it
+    listed here, because the release matrix (`certify --profile all`) runs again, under
+    another release, only the cases whose vectors or facts differ (harness/outputs/matrix.py)."""
+    prof = registry.profile(profile_name)
+    if area == "framing":
+        jobid = None if not prof.has("literal") else behaviour(prof.release, "jobid_nul_terminated")
+        return {"left_unswapped": {k: sorted(v) for k, v in left_unswapped(prof.release).items()},
+                "literal": prof.has("literal"), "jobid_nul_terminated": jobid}
+    if area in ("target", "recovery"):
+        return {"reconstruct": prof.has("reconstruct")}
+    if area == "structs":           # the valid-bit properties: their structures' layouts
+        return {name: struct_differs(name, prof.release) for name in ("obdo", "mdt_body")}
+    return {}                       # protocol: its judges read no release fact

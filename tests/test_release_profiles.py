@@ -1,0 +1,148 @@
+"""Release profiles: the profile grammar, what a release changes in an expected decode, the
+reference decoding as an older release, and the release matrix (`certify --profile all`)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ptlrpc_conformance.harness.data import registry
+from ptlrpc_conformance.harness.data.vectors import Vector
+from ptlrpc_conformance.harness.outputs import matrix
+from ptlrpc_conformance.harness.verdicts import release
+from ptlrpc_conformance.spec import releases
+
+RELEASES = ["2.12.9", "2.15.8", "2.16.1", "2.17.0", "2.17.57"]
+
+
+def test_a_profile_per_release_and_modifiers_on_any_release():
+    assert registry.releases() == RELEASES
+    assert registry.default_profile() == "lustre-2.17.57"
+    assert registry.release_profiles() == [f"lustre-{r}" for r in RELEASES]
+    p = registry.profile("lustre-2.15.8-literal-reconstruct")
+    assert (p.release, p.modifiers, p.base) == ("2.15.8", ("literal", "reconstruct"), "lustre-2.15.8")
+    assert p.relaxes and "32-bit wrap" in p.relaxes
+    assert registry.profile("lustre-2.16.1").relaxes is None
+    for bad in ("lustre-2.14.0", "lustre-2.15.8-reconstruct-literal", "lustre-2.15.8-strict", "2.15.8"):
+        with pytest.raises(registry.RegistryError, match="lustre-<release>"):
+            registry.profile(bad)
+
+
+def test_every_release_profile_names_its_tag_and_facts():
+    for rid in RELEASES:
+        r = registry.release(rid)
+        assert r.tag == "v" + rid.replace(".", "_") and len(r.commit) == 40
+        facts = releases.load(rid)
+        assert facts["release"] == rid
+
+
+def test_requirements_follow_modifiers():
+    reqs = registry.requirements()
+    for rid in RELEASES:
+        assert reqs["HDR-BUFLEN-2"].in_profile(f"lustre-{rid}")
+        assert not reqs["HDR-BUFLEN-2"].in_profile(f"lustre-{rid}-literal")
+        assert reqs["TGT-RESEND-2"].in_profile(f"lustre-{rid}-reconstruct")
+        assert not reqs["TGT-RESEND-2"].in_profile(f"lustre-{rid}")
+
+
+def test_override_keys_least_specific_first():
+    assert registry.override_keys("lustre-2.12.9-literal") == ["literal", "lustre-2.12.9", "lustre-2.12.9-literal"]
+    assert registry.override_keys("lustre-2.17.57") == ["lustre-2.17.57"]
+    v = Vector(id="x.y", title="t", requirements=("HDR-BUFLEN-2",), cite=("c",), verdict="invalid",
+               direction="request", data=b"", errno=("EINVAL",),
+               overrides={"literal": {"verdict": "acceptable"}, "lustre-2.12.9-literal": {"verdict": "valid"}})
+    assert v.for_profile("lustre-2.16.1-literal").verdict == "acceptable"
+    assert v.for_profile("lustre-2.12.9-literal").verdict == "valid"
+    assert v.for_profile("lustre-2.12.9").verdict == "invalid"
+
+
+def test_an_older_release_reads_its_padding_fields_unswapped():
+    """2.15's code left lm_opc, pb_uid, pb_gid and pb_projid alone (they were padding); 2.16.1
+    only pb_projid; 2.17.0 swaps them all, as the default release does."""
+    expect = {"byte_order": "big", "header": {"lm_opc": 0x01020304, "lm_flags": 5},
+              "body": {"pb_uid": 500, "pb_gid": 100, "pb_projid": 7, "pb_opc": 1}}
+    v15 = release.view(expect, "2.15.8", literal=False)
+    assert v15["header"] == {"lm_opc": 0x04030201, "lm_flags": 5}
+    assert v15["body"] == {"pb_uid": 0xF4010000, "pb_gid": 0x64000000, "pb_projid": 0x07000000, "pb_opc": 1}
+    v16 = release.view(expect, "2.16.1", literal=False)
+    assert v16["header"]["lm_opc"] == 0x01020304 and v16["body"]["pb_uid"] == 500
+    assert v16["body"]["pb_projid"] == 0x07000000
+    assert release.view(expect, "2.17.0", literal=False) == expect
+    little = dict(expect, byte_order="little")
+    assert release.view(little, "2.12.9", literal=False) == little
+    assert expect["body"]["pb_uid"] == 500          # not changed in place
+
+
+def test_an_unterminated_jobid_is_left_unjudged_only_where_the_release_reads_it_whole():
+    expect = {"body": {"pb_jobid": "j" * 31, "pb_opc": 400}}
+    assert release.view(expect, "2.12.9", literal=True) == {"body": {"pb_opc": 400}}
+    assert release.view(expect, "2.12.9", literal=False) == expect       # the plain profile judges the bug
+    assert release.view(expect, "2.15.8", literal=True) == expect        # 2.15.8 terminates it
+
+
+def test_release_facts_say_which_releases_terminate_the_jobid():
+    terminated = {r: releases.load(r)["behaviour"]["jobid_nul_terminated"]["value"] for r in RELEASES}
+    assert terminated == {"2.12.9": False, "2.15.8": True, "2.16.1": True, "2.17.0": True, "2.17.57": True}
+
+
+def test_fingerprints_differ_only_where_a_release_judges_differently():
+    base = matrix.fingerprints("lustre-2.17.57")
+    newer = matrix.fingerprints("lustre-2.17.0")
+    differ = {c for c in newer if base.get(c) != newer[c]}
+    # 2.17.57 added quota_body.qb_glb_ver: the structure's cases do not apply to 2.17.0
+    assert "structs.generated.quota-body.decode" in differ
+    assert all(c.startswith("structs.generated.") for c in differ), differ
+    older = matrix.fingerprints("lustre-2.15.8")
+    differ = {c for c in older if base.get(c) != older[c]}
+    assert "framing.magic.v2-swabbed.decode" in differ          # pb_uid of a big-endian request
+    assert "framing.magic.v2-native.decode" not in differ
+    assert "structs.obd-connect-data.all-fields-le.decode" in differ     # ocd_compr_type was padding
+    assert "structs.obdo.valid-shared-grant-le.decode" not in differ
+    assert not any(c.startswith(("target.", "recovery.")) for c in differ)
+    rec = matrix.fingerprints("lustre-2.17.57-reconstruct")
+    assert any(c.startswith("target.") and base[c] != rec[c] for c in rec)
+
+
+def _run_matrix(run_cli, iut):
+    run = run_cli("certify", "--iut", iut, "--profile", "all", "-q", "-k", "swabbed or jobid or magic")
+    doc = json.loads((run.out / "report.json").read_text())
+    return run, doc
+
+
+def test_the_matrix_names_the_release_an_implementation_follows(run_cli):
+    run, doc = _run_matrix(run_cli, "reference:2.15.8")
+    assert doc["format"] == matrix.FORMAT and doc["base"] == "lustre-2.17.57"
+    rows = {r["release"]: r for r in doc["releases"]}
+    assert list(rows) == RELEASES
+    assert doc["conformant_to"] == ["2.12.9", "2.15.8"], doc["conformant_to"]
+    assert "BODY-SWAB-1" in rows["2.17.57"]["failing_requirements"]
+    assert rows["2.17.0"]["own_cases"] == 0                 # judged like 2.17.57 (-k): nothing ran again
+    assert rows["2.15.8"]["own_cases"] > 0
+    assert run.rc == 0                                       # conformant to at least one release
+    for r in RELEASES:                                       # each release has its own report
+        rep = json.loads((run.out / f"lustre-{r}" / "report.json").read_text())
+        assert rep["profile"] == f"lustre-{r}" and rep["lustre_version"] == r
+    assert "release matrix" in run.stdout and "conformant to: 2.12.9, 2.15.8" in run.stdout
+    html = (run.out / "report.html").read_text()
+    assert "lustre-2.15.8/report.html" in html
+
+
+def test_the_matrix_certification_document(run_cli, tmp_path):
+    run, doc = _run_matrix(run_cli, "reference")
+    assert doc["conformant_to"] == ["2.17.0", "2.17.57"]
+    out = tmp_path / "matrix.md"
+    doc_run = run_cli("certification-doc", str(run.out / "report.json"), "--out", str(out), out=False)
+    assert doc_run.rc == 0, doc_run.stderr
+    text = out.read_text()
+    assert "**Conformant to: 2.17.0, 2.17.57.**" in text
+    assert "| lustre-2.15.8 | not conformant" in text and "## lustre-2.15.8: what fails" in text
+
+
+def test_reference_as_an_older_release_passes_that_release(run_cli):
+    run = run_cli("certify", "--iut", "reference:2.12.9", "--profile", "lustre-2.12.9-literal", "-q",
+                  "-k", "jobid or swabbed")
+    assert run.rc == 0, run.stdout[-2000:]
+    run = run_cli("certify", "--iut", "reference:2.12.9", "--profile", "lustre-2.12.9", "-q", "-k", "jobid")
+    assert run.rc == 1 and "BODY-JOBID-1" in run.stdout        # the plain profile judges 2.12.9's jobid bug
+    bad = run_cli("certify", "--iut", "reference:2.14.0", out=False)
+    assert bad.rc == 2 and "unknown Lustre release '2.14.0'" in bad.stderr
