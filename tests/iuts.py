@@ -7,7 +7,9 @@ Every one is the reference testee built with a different configuration (the inje
 seams of reference.codec.CodecConfig and TargetConfig): no monkeypatching, no copies.
 Load them with --iut python:iuts:NAME (tests/ on sys.path).
 """
-from ptlrpc_conformance.reference import make_testee
+import functools
+
+from ptlrpc_conformance.reference import make_testee, release_ost
 from ptlrpc_conformance import spec
 
 
@@ -294,3 +296,11 @@ CONFORMING_TARGETS = {
 
 for _name, (_factory, _what, _ids) in {**TARGET_FAMILIES, **CONFORMING_TARGETS}.items():
     globals()[_name] = _factory
+
+
+# The reference target answering as an older release's OST does (TargetConfig.release): it
+# passes the target and recovery areas under its own release's profile, not under 2.17.57's
+# (tests/test_target_suite.py)
+RELEASE_OSTS = {f"ost_{r.replace('.', '_')}": r for r in ("2.12.9", "2.15.8", "2.16.1", "2.17.0")}
+for _name, _release in RELEASE_OSTS.items():
+    globals()[_name] = functools.partial(release_ost, _release)

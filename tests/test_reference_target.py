@@ -1654,3 +1654,73 @@ def test_with_recovery_disabled():
     assert not t.recovering
     rep = c.connect()
     assert rep.status == 0 and not rep.body["pb_op_flags"] & (C("MSG_CONNECT_RECOVERING") | C("MSG_CONNECT_REPLAYABLE"))
+
+
+# ---- an OST of another release (TargetConfig.release: its facts in spec/releases/) ---------
+
+def test_the_default_release_is_the_default_profiles():
+    from ptlrpc_conformance.harness.data import registry
+    assert TargetConfig().release == registry.profile(None).release
+
+
+@pytest.mark.parametrize("release, errno", [("2.12.9", "ENOTSUPP"), ("2.15.8", "ENOTSUPP"), ("2.16.1", "EOPNOTSUPP")])
+def test_row9_unknown_opcode_by_release(release, errno):
+    """tgt_handler_find_check returned -ENOTSUPP (524 on the wire) before 2.16."""
+    rep = connected(Target(TargetConfig(release=release))).send(spec.target()["unknown_opcode"])
+    assert rep.is_err(errno) and rep.status == -{"ENOTSUPP": 524, "EOPNOTSUPP": 95}[errno]
+
+
+@pytest.mark.parametrize("release, kind", [("2.15.8", ERR), ("2.16.1", REPLY)])
+def test_row16_erofs_type_by_release(release, kind):
+    """ptlrpc_send_error sends -EROFS as ERR before 2.16."""
+    c = Client(Target(TargetConfig(release=release, grant_rdonly=True)), "c1", flags=RDONLY)
+    c.connect()
+    rep = c.send("OST_SETATTR", [ost_body(1, FLMTIME)])
+    assert (rep.type, rep.status, rep.transno, rep.committed) == (kind, e("EROFS"), 0, 0)
+
+
+@pytest.mark.parametrize("release, granted", [("2.15.8", False), ("2.16.1", True)])
+def test_replay_create_granted_only_where_the_release_has_it(release, granted):
+    """OBD_CONNECT2_REPLAY_CREATE is in OST_CONNECT_SUPPORTED2 from 2.16: before, creates
+    answer transno 0."""
+    c = Client(Target(TargetConfig(release=release)), "c1", **REPLAY_CREATE)
+    ocd = c.connect().struct("obd_connect_data")
+    assert bool(ocd["ocd_connect_flags2"] & REPLAY_CREATE["flags2"]) == granted
+    assert bool(c.create(1).transno) == granted
+
+
+@pytest.mark.parametrize("release, applied", [("2.16.1", False), ("2.17.0", True)])
+def test_punch_ids_by_release(release, applied):
+    """From 2.17.0 a punch hands uid, gid and projid on (ofd_punch_hdl) and sets a projid on an
+    object whose projid is 0 (ofd_attr_handle_id); before, only the size and the times."""
+    c = connected(Target(TargetConfig(release=release)))
+    c.create(2)
+    assert c.punch(1, 0, FLUID | FLGID | FLPROJID, o_uid=5, o_gid=6, o_projid=7).status == 0
+    oa = c.getattr(1).oa
+    want = (5, 6, 7, 0o100666) if applied else (0, 0, 0, FRESH_MODE)
+    assert (oa["o_uid"], oa["o_gid"], oa["o_projid"], oa["o_mode"]) == want
+    c.setattr(2, FLMODE, o_mode=0o644)                 # no S_ISVTX, projid 0
+    c.punch(2, 0, FLPROJID, o_projid=9)
+    assert c.getattr(2).oa["o_projid"] == (9 if applied else 0)
+
+
+@pytest.mark.parametrize("release, size", [("2.12.9", 152), ("2.15.8", 184)])
+def test_reply_buffer_0_by_release(release, size):
+    """2.12.9's ptlrpc_send_reply cuts buffer 0 of every reply to the 152-byte ptlrpc_body_v2."""
+    c = Client(Target(TargetConfig(release=release)), "c1")
+    assert len(c.connect().buffers[0]) == size
+    assert len(c.send("OBD_PING").buffers[0]) == size
+
+
+@pytest.mark.parametrize("release, status", [("2.15.8", "EINVAL"), ("2.16.1", None)])
+def test_create_far_below_last_id_by_release(release, status):
+    """Before 2.16 ofd_create_hdl refuses an id OST_MAX_PRECREATE (20000) or more below LAST_ID
+    with REPLY -EINVAL; from 2.16 it trusts the OST and names LAST_ID + 1."""
+    c = connected(Target(TargetConfig(release=release, last_id_start=30000)))
+    rep = c.create(1)
+    assert rep.type == REPLY and rep.transno == 0
+    if status:
+        assert rep.status == e(status)
+    else:
+        assert rep.status == 0 and ostid_id(rep.oa["o_oi"]) == 30001
+    assert c.create(10001).status == 0                  # less than 20000 below: trusted in both

@@ -581,7 +581,7 @@ def test_format_1_still_loads_but_cannot_use_format_2(run_cli, tmp_path):
     (lambda st: st[1]["expect_any"][1].update(outcome="served"), "step 2: bad expect_any: expect_any needs outcomes"),
     (lambda st: st[3]["patch"].update(oid="3+1"), "step 4: patch 'oid' must be '@STEP' or '@STEP+K'"),
     (lambda st: st[3].update(if_granted={"step": 1, "flags": 0}), "step 4: 'if_granted' must be"),
-    (lambda st: st[6].update(client="c1"), "step 7: op expire_recovery takes only 'note' and 'if_outcome'"),
+    (lambda st: st[6].update(client="c1"), "step 7: op expire_recovery takes only 'note', 'if_outcome' and 'if_release'"),
 ])
 def test_format_2_problems_name_the_step(tmp_path, change, message):
     steps = _steps_with_outcomes()
@@ -620,3 +620,102 @@ def test_connect_flags_are_charged_to_the_requirement_that_states_them():
         ("RCV-CONN-1", recovering), ("TGT-CONN-1", reconnect), ("TGT-CONN-1", replayable)]
     other = reply(0, requirement="TGT-ERR-2", why="x")
     assert other._connect_flag_groups(replayable) == [("TGT-CONN-1", replayable)]
+
+
+# ---- the target rules of each release (docs/target-rules.md, "Releases") --------------------
+
+# the scenarios whose verdict a release's OST changes against 2.17.57's rules, and why
+RELEASE_FAILS = {
+    "2.12.9": {"target.err.unknown-opcode", "target.obj.punch", "target.obj.projid",
+               "recovery.unusual.claimed-transno.setattr", "recovery.unusual.claimed-transno.create",
+               "recovery.unusual.claimed-transno.third-client"},
+    "2.16.1": {"target.obj.punch", "target.obj.projid"},
+    "2.17.0": set(),
+}
+RELEASE_FAILS["2.15.8"] = RELEASE_FAILS["2.12.9"]
+
+
+@pytest.mark.parametrize("release", sorted(RELEASE_FAILS))
+def test_an_older_release_ost_passes_its_own_release_and_not_2_17_57(release):
+    """The reference answering as that release's OST (unknown opcode ERR -524 and no
+    REPLAY_CREATE before 2.16, a punch that sets no ids before 2.17.0, 2.12.9's 152-byte reply
+    body) passes every scenario under its release's rules; under 2.17.57's exactly the
+    scenarios that judge a difference fail."""
+    from ptlrpc_conformance.reference import release_ost
+    a = _adapter(release_ost(release))
+    failed = {}
+    for s in SCENARIOS:
+        assert scen.run(s, a, release=release)[0] == [], (release, s.id)
+        if scen.run(s, a)[0]:
+            failed[s.id] = scen.run(s, a)[0]
+    assert set(failed) == RELEASE_FAILS[release], failed
+
+
+@pytest.mark.parametrize("release", ["2.15.8", "2.16.1"])
+def test_2_17_57s_ost_fails_an_older_releases_rules(release):
+    """Vice versa: Lustre 2.17.57's answers are not those of an older release (-EOPNOTSUPP
+    before 2.16, ids set by a punch before 2.17.0)."""
+    a = _adapter(make_testee())
+    failed = {s.id for s in SCENARIOS if scen.run(s, a, release=release)[0]}
+    assert failed == RELEASE_FAILS[release] - {s for s in RELEASE_FAILS[release] if s.startswith("recovery.unusual")}
+
+
+@pytest.mark.parametrize("release, kind", [("2.15.8", "ERR"), ("2.17.57", "REPLY")])
+def test_row16_erofs_type_follows_the_release(release, kind):
+    """Row 16's -EROFS is ERR before 2.16 (ptlrpc_send_error): a target that grants RDONLY passes
+    target.obj.readonly under its own release only, and the invariants (TGT-ERR-3) agree."""
+    s = next(s for s in SCENARIOS if s.id == "target.obj.readonly")
+    a = _adapter(make_testee(target_config=TargetConfig(release=release, grant_rdonly=True)))
+    other = "2.17.57" if release == "2.15.8" else "2.15.8"
+    assert scen.run(s, a, release=release)[0] == []
+    problems = scen.run(s, a, release=other)[0]
+    assert problems and all(p.split(": ")[1] in ("TGT-ERR-2", "TGT-ERR-3")
+                            for p in scen.first_failure(problems)), problems
+
+
+def test_scenarios_name_only_the_release_facts_the_matrix_compares():
+    """Every `if_release` of the bundled scenarios names a fact of release.TARGET_FACTS (what
+    judged_facts compares for the target and recovery areas), so that the release matrix runs
+    a scenario again under a release exactly when a fact it reads differs."""
+    from ptlrpc_conformance.harness.verdicts import release
+    named = {k for s in SCENARIOS for st in s.steps for k in (st.if_release or {})}
+    assert named and named <= set(release.TARGET_FACTS)
+    facts = {r: release.judged_facts("target", f"lustre-{r}") for r in ("2.15.8", "2.16.1", "2.17.0", "2.17.57")}
+    assert facts["2.17.0"] == facts["2.17.57"]
+    assert facts["2.15.8"] != facts["2.16.1"] != facts["2.17.0"]
+
+
+@pytest.mark.parametrize("profile, rc", [("lustre-2.15.8", 0), (None, 1)])
+def test_the_live_target_suite_follows_the_profiles_release(run_cli, profile, rc):
+    """The target and recovery areas run under --profile lustre-2.15.8 judge a 2.15.8 OST by its
+    release's rules (the stateful cases too: the unknown opcode's -524, a punch that sets no
+    ids); under the default profile the same target fails."""
+    args = ["certify", "--iut", "python:iuts:ost_2_15_8", "--area", "target", "--area", "recovery"]
+    run = run_cli(*args, *(["--profile", profile] if profile else []), examples=60)
+    assert run.rc == rc, run.stdout[-3000:]
+    verdicts = run.verdicts()
+    if rc == 0:
+        assert set(verdicts.values()) == {"pass"}
+    else:
+        assert verdicts["target.err.unknown-opcode.exchange"] == "fail"
+
+
+def test_a_create_far_below_last_id_before_2_16_leaves_the_scenario_not_applicable():
+    """An OST before 2.16 whose LAST_ID is 20000 or more above id 1 refuses the scenarios' first
+    create REPLY -EINVAL (ofd_create_hdl): under its release the scenarios that name objects are
+    not applicable, none fails; under 2.17.57's rules that answer fails.  A 2.17.57 OST with the
+    same LAST_ID passes every scenario."""
+    old = _adapter(make_testee(target_config=TargetConfig(release="2.15.8", last_id_start=30000)))
+    out_of_reach = 0
+    for s in SCENARIOS:
+        try:
+            assert scen.run(s, old, release="2.15.8")[0] == [], s.id
+        except scen.LastIdOutOfReach:
+            out_of_reach += 1
+    assert out_of_reach > 10
+    probe = next(s for s in SCENARIOS if s.id == "target.obj.lifecycle")
+    problems = scen.run(probe, old)[0]
+    assert problems and "TGT-OBJ-1" in problems[0] and "-22" in problems[0]
+    new = _adapter(make_testee(target_config=TargetConfig(last_id_start=30000)))
+    for s in SCENARIOS:
+        assert scen.run(s, new)[0] == [], s.id

@@ -101,6 +101,15 @@ BEHAVIOUR_DOC = {
                    "round_up) and compares only the rounded value, never lm_buflens[i] itself, with "
                    "PTLRPC_MAX_BUFLEN: a length near 2^32 wraps to a small one",
     "cksum_has_buf_arg": "lustre_msg_calc_cksum is defined with a second (buffer) parameter",
+    "unknown_opcode_eopnotsupp": "tgt_handler_find_check answers an opcode no handler serves with -EOPNOTSUPP "
+                                 "(before, -ENOTSUPP: 524 on the wire; LU-8582)",
+    "erofs_sent_as_reply": "ptlrpc_send_error keeps the reply type REPLY for -EROFS (LU-15451)",
+    "create_trusts_last_id": "ofd_create_hdl has no -EINVAL refusal of an id OST_MAX_PRECREATE or more below "
+                             "LAST_ID (the test 'diff <= -OST_MAX_PRECREATE'; LU-17987)",
+    "punch_sets_ids": "ofd_punch_hdl hands OBD_MD_FLUID, OBD_MD_FLGID and OBD_MD_FLPROJID to la_from_obdo "
+                      "(LU-18757)",
+    "reply_body_shrunk": "ptlrpc_send_reply cuts buffer 0 of every reply to sizeof(struct ptlrpc_body_v2) "
+                         "(lustre_shrink_msg; gone with LU-12523)",
 }
 
 
@@ -1111,6 +1120,25 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
     got = function_body(pg, "lustre_msg_calc_cksum")
     sig = re.search(r"lustre_msg_calc_cksum\s*\(([^)]*)\)", got[0]).group(1) if got else ""
     put("cksum_has_buf_arg", "," in sig, f"{PACK_GENERIC}:{got[1] if got else 0} lustre_msg_calc_cksum({' '.join(sig.split())})")
+
+    # the target rules that differ between releases (docs/target-rules.md, "Releases")
+    def body_of(path, name):
+        got = function_body(tree.read(path) or "", name)
+        return (got[0], f"{path}:{got[1]} {name}") if got else ("", f"{path} (no {name})")
+
+    body, where = body_of("lustre/target/tgt_handler.c", "tgt_handler_find_check")
+    put("unknown_opcode_eopnotsupp", re.search(r"-\s*EOPNOTSUPP\b", body), where)
+    body, where = body_of("lustre/ptlrpc/niobuf.c", "ptlrpc_send_error")
+    put("erofs_sent_as_reply", re.search(r"!=\s*-\s*EROFS\b", body), where)
+    body, where = body_of("lustre/ofd/ofd_dev.c", "ofd_create_hdl")
+    put("create_trusts_last_id", body and not re.search(r"\bdiff\s*<=\s*-\s*OST_MAX_PRECREATE\b", body), where)
+    body, where = body_of("lustre/ofd/ofd_dev.c", "ofd_punch_hdl")
+    call = re.search(r"la_from_obdo\s*\(([^;]*)\)\s*;", body)
+    put("punch_sets_ids", call and all(b in call.group(1) for b in ("OBD_MD_FLUID", "OBD_MD_FLGID", "OBD_MD_FLPROJID")),
+        where)
+    body, where = body_of("lustre/ptlrpc/niobuf.c", "ptlrpc_send_reply")
+    put("reply_body_shrunk", re.search(r"lustre_shrink_msg\s*\([^;]*sizeof\s*\(\s*struct\s+ptlrpc_body_v2\s*\)", body),
+        where)
     return out
 
 

@@ -26,6 +26,15 @@ def release_testee(release: str) -> ReferenceTestee:
     return ReferenceTestee(config, name=f"ptlrpc-conformance reference (as Lustre {release})")
 
 
+def release_ost(release: str) -> ReferenceTestee:
+    """The reference target answering as the OST of an older Lustre release does, where the
+    target rules differ between releases (docs/target-rules.md, "Releases"): the facts of
+    spec/releases/<release>.json decide (TargetConfig.release).  Its decoding stays the
+    default release's."""
+    return ReferenceTestee(target_config=TargetConfig(release=release),
+                           name=f"ptlrpc-conformance reference (an OST of Lustre {release})")
+
+
 # The reference in the configurations of Lustre's OST that change what a target answers, each
 # declared in the hello (docs/testee-protocol.md §2.1.2):
 #   --iut python:ptlrpc_conformance.reference:ost_without_project_quota
@@ -46,4 +55,5 @@ def ost_without_recovery() -> ReferenceTestee:
 
 
 __all__ = ["Codec", "CodecConfig", "CodecError", "ReferenceTestee", "Target", "TargetConfig", "make_testee",
-           "ost_with_configuration", "ost_without_project_quota", "ost_without_recovery", "release_testee"]
+           "ost_with_configuration", "ost_without_project_quota", "ost_without_recovery", "release_ost",
+           "release_testee"]

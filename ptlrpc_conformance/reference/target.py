@@ -24,6 +24,7 @@ import copy
 from dataclasses import dataclass, field, replace
 
 from .. import spec
+from ..spec import releases
 from .codec import Codec, CodecError
 from .structs import StructCodec
 from .target_config import OBD_CONNECT_RDONLY, TargetConfig  # noqa: F401  (TargetConfig also importable from here)
@@ -297,6 +298,11 @@ class Target:
         self.structs = StructCodec(self.config.struct_config)
         self.opcodes = _opcode_table()
         self.refuse_statuses = {-spec.errno_value(n) for n in spec.target()["reply_statuses"]}
+        facts = releases.load(self.config.release)
+        self.behaviour = {name: bool(row["value"]) for name, row in facts["behaviour"].items()}
+        self.ost_supported2 = facts["connect"]["ost_supported2"]["value"]
+        if not self.behaviour["erofs_sent_as_reply"]:
+            self.refuse_statuses.discard(-spec.errno_value("EROFS"))       # ERR before 2.16 (ptlrpc_send_error)
         self.reset()
 
     # ---- public ----------------------------------------------------------------------------
@@ -307,8 +313,8 @@ class Target:
         self.next_cookie = cfg.cookie_start
         self.objects: dict[tuple, dict] = {}           # live state, by (sequence, id)
         self.durable: dict[tuple, dict] = {}           # committed state
-        self.last_ids: dict[int, int] = {}             # LAST_ID per sequence (ofd_seq), live
-        self.durable_last_ids: dict[int, int] = {}     # ... and on stable storage
+        self.last_ids: dict[int, int] = {0: cfg.last_id_start} if cfg.last_id_start else {}   # LAST_ID per sequence
+        self.durable_last_ids: dict[int, int] = dict(self.last_ids)   # ... and on stable storage
         self.pending: list[Txn] = []                   # uncommitted transactions, in issue order
         self.last_transno = cfg.transno_start - 1       # lut_last_transno: the highest transno issued
         self.last_committed = cfg.transno_start - 1     # obd_last_committed: target-wide
@@ -459,7 +465,8 @@ class Target:
             return self._reject(req, "EPROTO", exp)                         # row 8
         row = self.opcodes.get(req.opc)
         if row is None:
-            return self._reject(req, "EOPNOTSUPP", exp)                     # row 9
+            return self._reject(req, "EOPNOTSUPP" if self.behaviour["unknown_opcode_eopnotsupp"]
+                                else "ENOTSUPP", exp)                          # row 9 (-524 before 2.16)
         if body["pb_version"] & VERSION_MASK != row["version"]:
             return self._reject(req, "EINVAL", exp)                         # row 10
         # row 12 (tgt_handle_recovery, req_can_reconstruct): the OST remembers one XID per
@@ -665,7 +672,8 @@ class Target:
         asked = ocd["ocd_connect_flags"]
         exp.asked_rdonly = bool(asked & OBD_CONNECT_RDONLY)
         exp.flags = asked & supported
-        exp.flags2 = ocd["ocd_connect_flags2"] & cfg.connect_flags2 if exp.flags & OBD_CONNECT_FLAGS2 else 0
+        exp.flags2 = ocd["ocd_connect_flags2"] & cfg.connect_flags2 & self.ost_supported2 \
+            if exp.flags & OBD_CONNECT_FLAGS2 else 0
         if self.recovering:
             if cfg.recovering_flag:
                 op_flags |= CONNECT_RECOVERING
@@ -914,7 +922,8 @@ class Target:
                 la.pop("o_uid", None)
             if not mode & S_ISGID:
                 la.pop("o_gid", None)
-            if not mode & S_ISVTX and (stored["o_projid"] != 0 or la.get("o_projid", 0) == 0):
+            if not mode & S_ISVTX and (stored["o_projid"] != 0 or la.get("o_projid", 0) == 0
+                                       or not self.behaviour["punch_projid"]):
                 la.pop("o_projid", None)
         mask = 0
         if "o_uid" in la and mode & S_ISUID and not self.config.uid_keeps_suid:     # (bug) keeps it
@@ -967,6 +976,9 @@ class Target:
             diff = 1
         else:
             diff = oid - last
+            if diff <= -OST_MAX_PRECREATE and not self.behaviour["create_trusts_last_id"]:
+                # before 2.16: "Likely MDS last_id corruption", nothing created
+                return self._ok(req, self._errno("EINVAL"), (self._body((lo, hi), FLSIZE, o_size=cfg.seq_width),))
             if diff < 0:
                 reply_oi = ostid_set_id(lo, hi, last + 1)
         if diff > 0:
@@ -1107,7 +1119,9 @@ class Target:
             exp.vbr_failed = True
             return self._ok(req, self._errno("EOVERFLOW"), (self._body(fid, FLID),))
         start = body["o_size"]
-        la = {name: body[name] for name, bit in {**TIMES, **IDS}.items() if valid & bit}
+        # before 2.17.0 ofd_punch_hdl hands la_from_obdo the times only (punch_sets_ids)
+        taken = {**TIMES, **IDS} if self.behaviour["punch_sets_ids"] or cfg.punch_sets_ids else TIMES
+        la = {name: body[name] for name, bit in taken.items() if valid & bit}
         la["o_size"] = start
         self._handle_ids(la, state, is_setattr=cfg.punch_sets_ids)           # (bug) when True
         if self._projid_refused(la, state):
@@ -1185,4 +1199,6 @@ class Target:
                 "pb_pre_versions": list(reply.pre_versions)}
         message = {"header": {"lm_flags": AT_SUPPORT}, "body": body,
                    "buffers": [None] + [b.hex() for b in reply.buffers]}
+        if self.behaviour["reply_body_shrunk"]:        # 2.12.9: buffer 0 cut to ptlrpc_body_v2
+            message["buflens"] = [spec.constant("PTLRPC_BODY_V2_SIZE")] + [len(b) for b in reply.buffers]
         return self.codec.encode(message)

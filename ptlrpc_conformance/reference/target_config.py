@@ -61,6 +61,11 @@ class TargetConfig:
     # carries (lcs_width; LUSTRE_DATA_SEQ_MAX_WIDTH by default)
     precreate_batch: int = 128
     seq_width: int = 0x1FFFFFF
+    # the Lustre release whose OST this is: its facts (spec/releases/<release>.json, behaviour
+    # and the OST's connect masks) decide the answers that differ between releases
+    # (docs/target-rules.md, "Releases"); the default is the suite's default release
+    release: str = "2.17.57"
+    last_id_start: int = 0                # LAST_ID of sequence 0 after a reset (an OST that served an MDS)
 
     # ---- not bugs: behaviours a conforming target may choose ----------------------------
     grant_rdonly: bool = False            # grants OBD_CONNECT_RDONLY when asked (an MDT does) and enforces it

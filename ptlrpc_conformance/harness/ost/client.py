@@ -538,6 +538,23 @@ def reply(status: str | int = 0, transno: str = "zero", requirement: str = "TGT-
     return Expect(type=REPLY, status=s, transno=transno, requirement=requirement, why=why, **kw)
 
 
+def unknown_opcode(release: str, why: str = "") -> Expect:
+    """An opcode no handler serves (docs/target-rules.md §2, row 9): ERR -EOPNOTSUPP, or before
+    2.16 ERR -ENOTSUPP (524, LUSTRE_ENOTSUPP) (tgt_handler_find_check; `release`'s
+    unknown_opcode_eopnotsupp)."""
+    from ptlrpc_conformance.harness.verdicts import release as release_rules
+    return err("EOPNOTSUPP" if release_rules.behaviour(release, "unknown_opcode_eopnotsupp") else "ENOTSUPP", why=why)
+
+
+def readonly_refusal(release: str, why: str = "") -> Expect:
+    """A mutable opcode on an export granted OBD_CONNECT_RDONLY (row 16): REPLY -EROFS, or
+    before 2.16 ERR -EROFS (ptlrpc_send_error; `release`'s erofs_sent_as_reply)."""
+    from ptlrpc_conformance.harness.verdicts import release as release_rules
+    if release_rules.behaviour(release, "erofs_sent_as_reply"):
+        return reply("EROFS", why=why)
+    return err("EROFS", requirement="TGT-ERR-2", why=why)
+
+
 def dropped(why: str, requirement: str = "TGT-DROP-1") -> Expect:
     """No reply.  `requirement`: the rule that drops it (TGT-CONN-2 for a stale pb_conn_cnt)."""
     return Expect(reply=False, why=why, requirement=requirement)

@@ -155,11 +155,16 @@ class TargetChecker:
     _gone: set[str] = field(default_factory=set)
     _maybe_gone: set[str] = field(default_factory=set)
     _ends_at: int | None = None
+    release: str | None = None           # the Lustre release whose rules apply (None: the session's)
 
     def __post_init__(self):
         facts = target_facts()
         self.ops = _opcodes()
         self.reply_statuses = {_errno(n) for n in facts["reply_statuses"]}
+        from ptlrpc_conformance.harness.verdicts import release as release_rules
+        self.release = self.release or release_rules.active()
+        if not release_rules.behaviour(self.release, "erofs_sent_as_reply"):
+            self.reply_statuses.discard(_errno("EROFS"))      # before 2.16 ptlrpc_send_error sends it as ERR
         self.transaction_ops = {o for o, row in self.ops.items() if row["transno"] == "yes"}
         self.create_op = C("OST_CREATE")
         self.connect_op = C("OST_CONNECT")

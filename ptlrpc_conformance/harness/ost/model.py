@@ -101,15 +101,28 @@ def expected_create_id(last: int, n: int) -> list[int]:
     return [last + 1 if n < last else n]
 
 
-def sets_projid(obj: Obj, opc: str, valid: int, fields: dict) -> bool:
+def punch_rules(release: str | None = None) -> tuple[bool, bool]:
+    """What a punch does with ids under `release` (default: the session's), from its facts:
+    (it applies uid, gid and projid at all: ofd_punch_hdl hands them to la_from_obdo from
+    2.17.0; it sets a projid on an object whose stored projid is 0: ofd_attr_handle_id, also
+    2.17.0).  Before, a punch applies only the size and the times."""
+    from ptlrpc_conformance.harness.verdicts import release as release_rules
+    release = release or release_rules.active()
+    return release_rules.behaviour(release, "punch_sets_ids"), release_rules.behaviour(release, "punch_projid")
+
+
+def sets_projid(obj: Obj, opc: str, valid: int, fields: dict, release: str | None = None) -> bool:
     """The request hands the back-end a projid other than the stored one (a project quota
     transfer: osd_quota_transfer, osd-zfs osd_declare_attr_set): SETATTR with FLPROJID; PUNCH
-    with FLPROJID where ofd_attr_handle_id (is_setattr 0) keeps it."""
+    with FLPROJID where ofd_attr_handle_id (is_setattr 0) keeps it, in a release whose punch
+    applies ids (punch_rules)."""
     if not valid & MD["FLPROJID"] or opc not in ("OST_SETATTR", "OST_PUNCH"):
         return False
     new, stored = fields.get("o_projid", 0), allowed(obj.projid)
-    if opc == "OST_PUNCH" and not (obj.mode & S_ISVTX or (0 in stored and new != 0)):
-        return False
+    if opc == "OST_PUNCH":
+        ids, when_unset = punch_rules(release)
+        if not ids or not (obj.mode & S_ISVTX or (when_unset and 0 in stored and new != 0)):
+            return False
     return stored != {new}
 
 
@@ -148,15 +161,16 @@ def setattr_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,))
     return new
 
 
-def punch_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,)) -> Obj:
+def punch_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,), release: str | None = None) -> Obj:
     """OST_PUNCH to start `o_size` on an existing object (ofd_object_punch; ofd_attr_handle_id
     with is_setattr 0; osd_punch on either back-end).  mtime is a set of allowed values when
     the size changes (docs/target-rules.md §3).  `projid`: as for setattr_result, except that a
     refused punch may have truncated (ldiskfs punches before it sets the attributes, and the
     truncate runs at transaction stop; ZFS refuses when it declares them): the size is either,
-    and so is mtime where the truncate would set it."""
+    and so is mtime where the truncate would set it.  `release`: whose punch rules apply
+    (punch_rules; before 2.17.0 the ids and the mode stay as they were)."""
     start = fields.get("o_size", 0)
-    if PROJID_REFUSED in projid and sets_projid(obj, "OST_PUNCH", valid, fields):
+    if PROJID_REFUSED in projid and sets_projid(obj, "OST_PUNCH", valid, fields, release):
         new = copy.deepcopy(obj)
         if start not in allowed(obj.size) or len(allowed(obj.size)) > 1:
             new.size = one_of([obj.size, start])
@@ -176,6 +190,9 @@ def punch_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,)) -
         new.mtime = one_of(choices)
     stored = obj.mode
     cleared = 0
+    ids, when_unset = punch_rules(release)
+    if not ids:
+        return new
     if valid & MD["FLUID"] and stored & S_ISUID:
         new.uid = fields.get("o_uid", 0)
         cleared |= S_ISUID
@@ -183,8 +200,8 @@ def punch_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,)) -
         new.gid = fields.get("o_gid", 0)
         cleared |= S_ISGID
     projid_value = fields.get("o_projid", 0)
-    if valid & MD["FLPROJID"] and (stored & S_ISVTX or (0 in allowed(obj.projid) and projid_value != 0)):
-        new.projid = _projid_after(obj, projid_value, projid) if sets_projid(obj, "OST_PUNCH", valid, fields) \
+    if valid & MD["FLPROJID"] and (stored & S_ISVTX or (when_unset and 0 in allowed(obj.projid) and projid_value != 0)):
+        new.projid = _projid_after(obj, projid_value, projid) if sets_projid(obj, "OST_PUNCH", valid, fields, release) \
             else projid_value
         if stored & S_ISVTX:
             cleared |= S_ISVTX
@@ -193,10 +210,11 @@ def punch_result(obj: Obj, valid: int, fields: dict, projid=(PROJID_APPLIED,)) -
 
 
 def apply(state: State, opc: str, oid: int, valid: int = 0, fields: dict | None = None,
-          reply_id: int | None = None, projid=(PROJID_APPLIED,)) -> int:
+          reply_id: int | None = None, projid=(PROJID_APPLIED,), release: str | None = None) -> int:
     """Apply one request that the target ran to `state`; returns the status it must have
     (0, or -ENOENT when the object is missing).  Creates always succeed here.  `projid`: the
-    projid modes the target may be in (setattr_result)."""
+    projid modes the target may be in (setattr_result).  `release`: whose punch rules apply
+    (default: the session's)."""
     fields = fields or {}
     if opc == "OST_CREATE":
         create(state, oid, reply_id)
@@ -209,8 +227,8 @@ def apply(state: State, opc: str, oid: int, valid: int = 0, fields: dict | None 
     elif opc == "OST_SETATTR":
         state.objects[oid] = setattr_result(obj, valid, fields, projid)
     elif opc == "OST_PUNCH":
-        state.objects[oid] = punch_result(obj, valid, fields, projid)
-    return errno("EOPNOTSUPP") if PROJID_REFUSED in projid and sets_projid(obj, opc, valid, fields) else 0
+        state.objects[oid] = punch_result(obj, valid, fields, projid, release)
+    return errno("EOPNOTSUPP") if PROJID_REFUSED in projid and sets_projid(obj, opc, valid, fields, release) else 0
 
 
 def observed(rep) -> Obj | None:

@@ -11,7 +11,9 @@ invariants (harness/ost/invariants.py).
 Format 2 (`ptlrpc-conformance-scenarios/2`) adds what the rules need where Lustre allows
 several outcomes: `expect_any` (one of several named outcomes), `if_outcome` (a step runs
 only after a given outcome of an earlier one) and `if_granted` (only when a connect reply
-granted, or did not grant, some flags).  Format 1 files still load; they cannot use these.
+granted, or did not grant, some flags) and `if_release` (only under a release whose
+behaviour facts, spec/releases/<release>.json, have the given values).  Format 1 files still
+load; they cannot use these.
 """
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ from typing import Iterable
 
 import yaml
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
+from ptlrpc_conformance.harness.verdicts import release as release_rules
 from ptlrpc_conformance.harness.outputs.hexdump import render
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR
 from ptlrpc_conformance.harness.ost.client import AnyOf, Expect, is_ref
@@ -33,8 +37,8 @@ from ptlrpc_conformance.harness.data.vectors import (SCENARIO_FORMAT, SCENARIO_F
 OPS = ("exchange", "restart", "end_recovery", "expire_recovery")
 PATCHABLE = ("pb_handle", "pb_transno", "pb_pre_versions", "oid")
 STEP_KEYS = {"op", "client", "xid", "request", "patch", "expect", "expect_any", "note", "later", "if_committed",
-             "if_uncommitted", "if_lost", "if_outcome", "if_granted"}
-FORMAT2_KEYS = {"expect_any", "if_outcome", "if_granted"}
+             "if_uncommitted", "if_lost", "if_outcome", "if_granted", "if_release"}
+FORMAT2_KEYS = {"expect_any", "if_outcome", "if_granted", "if_release"}
 EXPECT_KEYS = {"reply", "type", "status", "transno", "requirement", "why", "struct", "fields", "fields_if_valid",
                "op_flags_all", "op_flags_none", "handle", "same_as"}
 
@@ -56,6 +60,7 @@ class Step:
     if_lost: int | None = None                   # run only if the restart's commit point is below it
     if_outcome: list | None = None               # [{"step": N, "outcome": [names]}]: run only after those
     if_granted: list | None = None               # [{"step": N, "flags": M, "flags2": M2, "granted": bool}]
+    if_release: dict | None = None               # {behaviour fact: bool}: run only under such a release
 
     @property
     def expectation(self) -> Expect | AnyOf | None:
@@ -70,6 +75,8 @@ class Step:
                 items = [dict(v, outcome=v["outcome"][0] if len(v["outcome"]) == 1 else list(v["outcome"]))
                          for v in self.if_outcome]
                 out["if_outcome"] = items[0] if len(items) == 1 else items
+            if self.if_release:
+                out["if_release"] = dict(self.if_release)
             return out
         out: dict = {"client": self.client, "xid": self.xid}
         if self.note:
@@ -98,11 +105,13 @@ class Step:
                                                       not (k in ("flags", "flags2") and not x)}
                          for v in value]
                 out[key] = items[0] if len(items) == 1 else items
+        if self.if_release:
+            out["if_release"] = dict(self.if_release)
         return out
 
     def uses_format_2(self) -> bool:
         return (self.expect_any is not None or self.if_outcome is not None or self.if_granted is not None
-                or "oid" in self.patch or (self.expect is not None and bool(self.expect.refs() or self.expect.fields_if_valid)))
+                or self.if_release is not None or "oid" in self.patch or (self.expect is not None and bool(self.expect.refs() or self.expect.fields_if_valid)))
 
 
 @dataclass
@@ -160,9 +169,9 @@ def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
         problems.append(f"{where}: op {op!r} is not one of {list(OPS)}")
         return None
     if op != "exchange":
-        extra = set(raw) - {"op", "note", "if_outcome"}
+        extra = set(raw) - {"op", "note", "if_outcome", "if_release"}
         if extra:
-            problems.append(f"{where}: op {op} takes only 'note' and 'if_outcome', not {sorted(extra)}")
+            problems.append(f"{where}: op {op} takes only 'note', 'if_outcome' and 'if_release', not {sorted(extra)}")
         return Step(op=op, note=str(raw.get("note", "")), **_conditions(raw, where, problems))
     client, xid = raw.get("client"), raw.get("xid")
     if not isinstance(client, str) or not client:
@@ -262,7 +271,24 @@ def _conditions(raw: dict, where: str, problems: list[str]) -> dict:
                            "granted": v.get("granted", True)})
         if parsed:
             conditions["if_granted"] = parsed
+    if "if_release" in raw:
+        cond = raw["if_release"]
+        known = _release_facts()
+        if not (isinstance(cond, dict) and cond and all(isinstance(v, bool) for v in cond.values())):
+            problems.append(f"{where}: 'if_release' must map behaviour facts to true or false")
+        elif set(cond) - known:
+            problems.append(f"{where}: 'if_release' names no behaviour fact of the releases: "
+                            f"{sorted(set(cond) - known)} (spec/releases/<release>.json, behaviour)")
+        else:
+            conditions["if_release"] = dict(cond)
     return conditions
+
+
+def _release_facts() -> set[str]:
+    """The behaviour facts every release's facts file has (what `if_release` may name)."""
+    from ptlrpc_conformance.harness.data import registry
+    from ptlrpc_conformance.spec import releases
+    return set(releases.load(registry.profile(None).release)["behaviour"])
 
 
 def _step_refs(st: Step) -> list[int]:
@@ -431,6 +457,24 @@ class RecoveryDisabled(Exception):
     replies) and the scenario judges recovery: not applicable to it (docs/target-rules.md §4)."""
 
 
+class LastIdOutOfReach(Exception):
+    """The target's first create was refused REPLY -EINVAL as 20000 or more below its LAST_ID,
+    as an OST before 2.16 answers (ofd_create_hdl; the release fact create_trusts_last_id
+    false): the scenario cannot learn LAST_ID, so it cannot name objects (docs/target-rules.md
+    §10): not applicable to that target."""
+
+
+def last_id_out_of_reach(release: str, request: bytes, reply: bytes | None, learnt: bool) -> bool:
+    """A create sent before LAST_ID is known got REPLY -EINVAL with transno 0 from a target
+    judged by a release whose OST refuses a create far below LAST_ID."""
+    if learnt or release_rules.behaviour(release, "create_trusts_last_id"):
+        return False
+    req, rep = wire.try_parse(request, "request")[0], wire.try_parse(reply, "reply")[0]
+    return (req is not None and rep is not None and req.body["pb_opc"] == wire.C("OST_CREATE")
+            and rep.body["pb_type"] == wire.REPLY and rep.status == -spec.errno_value("EINVAL")
+            and rep.body["pb_transno"] == 0)
+
+
 def handles_recovery_disabled(scenario: "Scenario") -> bool:
     """The scenario has outcomes for a target with recovery disabled ("recovery:disabled")."""
     return any(isinstance(st.expectation, AnyOf) and "recovery:disabled" in st.expectation.names
@@ -478,13 +522,14 @@ def deferred_replies(items) -> list[tuple[str, int, bytes | None]]:
 
 
 def run(scenario: Scenario, adapter, reconstruct: bool = False,
-        judged: list | None = None) -> tuple[list[str], list[Record]]:
+        judged: list | None = None, release: str | None = None) -> tuple[list[str], list[Record]]:
     """Run a scenario on a reset target: (problems, transcript).  `reconstruct`: resends must
     be answered with the original reply (profile lustre-2.17.57-reconstruct).  `judged`, when
-    given, receives the requirements of the expectations the replies met (StepJudge.judged)."""
+    given, receives the requirements of the expectations the replies met (StepJudge.judged).
+    `release`: the Lustre release whose rules apply (default: the session's, release.active())."""
     problems: list[str] = []
     records: list[Record] = []
-    steps = StepJudge(reconstruct=reconstruct, configuration=hello_configuration(adapter))
+    steps = StepJudge(reconstruct=reconstruct, configuration=hello_configuration(adapter), release=release)
     commit_point: list[int | None] = [None]         # what the last restart said was on stable storage
     call(adapter, {"op": "reset"})
 
@@ -535,7 +580,10 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
         records.append(Record(n, "", 0, b"", None, f"skipped: {why}"))
 
     def unmet(st: Step) -> str | None:
-        """Why a step's if_outcome / if_granted conditions do not hold (None: they do)."""
+        """Why a step's if_release / if_outcome / if_granted conditions do not hold (None: they do)."""
+        if st.if_release and not release_rules.holds(st.if_release, steps.release):
+            return (f"Lustre {steps.release} does not have "
+                    + ", ".join(f"{k} {str(v).lower()}" for k, v in st.if_release.items()))
         for cond in st.if_outcome or ():
             got = steps.outcomes.get(cond["step"])
             if got not in cond["outcome"]:
@@ -616,6 +664,10 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
             steps.defer(n, st.client, st.xid, data)
             steps.outcomes[n] = "waiting"       # until its reply comes
         else:
+            if last_id_out_of_reach(steps.release, data, reply, bool(steps.last_ids)) and not problems:
+                raise LastIdOutOfReach(f"{scenario.id}: the target refused a create of id 1 with -EINVAL: its LAST_ID "
+                                       f"is 20000 or more above it, as a Lustre {steps.release} OST answers; the "
+                                       f"scenario cannot name objects")
             judge(n, st, reply, rec)
             if crashes and steps.checker.recovering and n in steps.granted:
                 told = crashes[-1][1]      # a reconnect during recovery tells what survived

@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from ptlrpc_conformance.harness.ost import model, wire
 from ptlrpc_conformance.harness.ost.client import (EOF, MD, OBJECT_ID, PROJID_APPLIED, PROJID_DROPPED, PROJID_MODES,
                                                    PROJID_OUTCOME, PROJID_REFUSED, AnyOf, C, Client, Expect, err,
-                                                   errno, ost_body, reply, reply_object_id)
+                                                   errno, ost_body, readonly_refusal, reply, reply_object_id)
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker
 from ptlrpc_conformance.harness.ost.model import Obj, State
 from ptlrpc_conformance.harness.ost.scenario import (Record, Scenario, Step, call, deferred_replies, exchange,
                                                      render_transcript)
 from ptlrpc_conformance.harness.ost.steps import StepJudge, connect_cookie, hello_configuration
+from ptlrpc_conformance.harness.verdicts import release as release_rules
 
 MUTABLE = ("OST_SETATTR", "OST_CREATE", "OST_DESTROY", "OST_PUNCH")
 
@@ -238,7 +239,7 @@ class Session:
         reply (a function of the parsed reply, or None)."""
         st = self.state
         if opc in MUTABLE and c.is_readonly:
-            return reply("EROFS", why=f"{opc} on an export granted OBD_CONNECT_RDONLY"), None
+            return readonly_refusal(self.judge.release, f"{opc} on an export granted OBD_CONNECT_RDONLY"), None
         if opc == "OST_CREATE":
             return self._expect_create(c, oid)
         # the handlers check their arguments before they look the object up (ofd_setattr_hdl,
@@ -265,10 +266,10 @@ class Session:
             return model.getattr_expect(obj), seen
         if opc in ("OST_SETATTR", "OST_PUNCH"):
             why = opc[4:].lower()
-            if model.sets_projid(obj, opc, valid, fields):
+            if model.sets_projid(obj, opc, valid, fields, self.judge.release):
                 return self._expect_projid(opc, oid, valid, fields, why)
             return reply(0, "nonzero", requirement="TGT-ERR-2", why=why), \
-                lambda rep: model.apply(st, opc, oid, valid, fields)
+                lambda rep: model.apply(st, opc, oid, valid, fields, release=self.judge.release)
         if opc == "OST_DESTROY":
             return reply(0, "nonzero", requirement="TGT-ERR-2", why="destroy"), \
                 lambda rep: model.apply(st, opc, oid)
@@ -293,7 +294,7 @@ class Session:
             modes = {PROJID_REFUSED} if rep.status == errno("EOPNOTSUPP") else \
                 judge.projid & {PROJID_APPLIED, PROJID_DROPPED}
             if rep.status == 0 or modes == {PROJID_REFUSED}:
-                model.apply(st, opc, oid, valid, fields, projid=modes)
+                model.apply(st, opc, oid, valid, fields, projid=modes, release=judge.release)
                 if modes == {PROJID_APPLIED, PROJID_DROPPED}:
                     self.projid_pending[oid] = fields.get("o_projid", 0)
         return (AnyOf(alts) if len(alts) > 1 else alts[0][1]), made
@@ -310,8 +311,13 @@ class Session:
             if self.allow_create_refusal else []
         rc = c.creates_take_transnos
         if last is None:
-            # LAST_ID unknown: only the status is judged; the reply tells LAST_ID
+            # LAST_ID unknown: only the status is judged; the reply tells LAST_ID.  Before 2.16
+            # a create 20000 or more below LAST_ID is refused -EINVAL (ofd_create_hdl): the run
+            # then goes on without objects
             alts = [("created", reply(0, "any", requirement="TGT-OBJ-1", why="create (LAST_ID not known yet)"))]
+            if not release_rules.behaviour(self.judge.release, "create_trusts_last_id"):
+                alts.append(("last-id-out-of-reach", reply("EINVAL", requirement="TGT-OBJ-1",
+                                                           why="create far below LAST_ID (before 2.16)")))
         else:
             transno = "nonzero" if rc and n > last else "zero"
             why = ("create above LAST_ID" if n > last else "create at or below LAST_ID: nothing is made") + \

@@ -32,6 +32,7 @@ from ptlrpc_conformance.harness.ost.client import (AnyOf, Expect, check_any, gra
                                                    parse_ref, projid_mode_of, projid_modes, reply_object_id,
                                                    request_object_id)
 from ptlrpc_conformance.harness.ost.invariants import TargetChecker, resend_problems
+from ptlrpc_conformance.harness.verdicts import release as release_rules
 
 
 def connect_cookie(rep: wire.Message | None) -> int | None:
@@ -133,9 +134,11 @@ class StepJudge:
     # target may still keep to: what it declared, narrowed by every projid request it answered
     configuration: dict = field(default_factory=dict)
     projid: set = field(init=False)
+    release: str | None = None          # the Lustre release whose rules apply (None: the session's)
 
     def __post_init__(self):
-        self.checker = TargetChecker(reconstruct=self.reconstruct)
+        self.release = self.release or release_rules.active()
+        self.checker = TargetChecker(reconstruct=self.reconstruct, release=self.release)
         self.projid = projid_modes(self.configuration)
         # recovery enabled (True) or disabled (False): declared, else learnt from the first
         # successful connect reply (MSG_CONNECT_REPLAYABLE), and kept for the whole run

@@ -59,6 +59,20 @@ def behaviour(release: str, name: str) -> bool:
     return bool(releases.load(release)["behaviour"][name]["value"])
 
 
+# The behaviour facts the target and recovery rules read (docs/target-rules.md, "Releases"):
+# the step conditions `if_release` of the bundled scenarios name only these, and the release
+# matrix compares them to decide which target and recovery cases run again under a release.
+TARGET_FACTS = ("unknown_opcode_eopnotsupp", "erofs_sent_as_reply", "punch_sets_ids", "punch_projid",
+                "replay_create", "create_trusts_last_id")
+
+
+def holds(condition: dict | None, release: str | None = None) -> bool:
+    """Whether `release` (default: the active one) has every behaviour fact of `condition`
+    ({name: bool}, a scenario step's `if_release`) with the value it names."""
+    release = release or active()
+    return all(behaviour(release, name) == bool(value) for name, value in (condition or {}).items())
+
+
 def struct_differs(name: str, release: str | None = None) -> str | None:
     """Why the suite's structure vectors of `name` do not apply under `release` (default: the
     active one), or None when they do (spec/layouts.py differs_from_default): the suite's
@@ -118,7 +132,8 @@ def judged_facts(area: str, profile_name: str) -> dict:
         return {"left_unswapped": {k: sorted(v) for k, v in left_unswapped(prof.release).items()},
                 "literal": prof.has("literal"), "jobid_nul_terminated": jobid}
     if area in ("target", "recovery"):
-        return {"reconstruct": prof.has("reconstruct")}
+        return {"reconstruct": prof.has("reconstruct"),
+                **{name: behaviour(prof.release, name) for name in TARGET_FACTS}}
     if area == "structs":           # the valid-bit properties: their structures' layouts
         return {name: struct_differs(name, prof.release) for name in ("obdo", "mdt_body")}
     return {}                       # protocol: its judges read no release fact
