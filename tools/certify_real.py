@@ -3,6 +3,7 @@
 
     python3 tools/certify_real.py ktest --ktest /path/to/lustre_tcp_client.py
     python3 tools/certify_real.py lustre --lustre /path/to/lustre-release [--lustre TREE ...]
+    python3 tools/certify_real.py lustre --lustre /path/to/lustre-release --profile lustre-2.17.57
 
 `ktest` certifies ktest's user-space Lustre client through examples/ktest-client, `lustre`
 Lustre's own unpacking code through examples/lustre-testee (built into OUT/build with
@@ -22,7 +23,9 @@ all`, the release matrix); its document is the run under its own release's profi
 default profile for a version the suite has no profile for).  With the trees of several
 releases, docs/certifications/lustre-release-matrix.md is written too: each release's code
 against each release's profile, and which release's behaviour the code follows, difference
-by difference.
+by difference.  `--profile NAME` certifies each tree under that one profile instead (into
+OUT/treeN); its document is written only when NAME is the tree's own release's profile
+(lustre-<version>), and the matrix not at all.
 
 <version> comes from the testee's hello (ktest: the commit of the file, when its sha256 is
 the one the shim knows; Lustre: the tree's version).  Nothing of ktest or Lustre is written
@@ -141,6 +144,7 @@ def main(argv=None) -> int:
     lu = sub.add_parser("lustre", help="Lustre's pack_generic.c unpacking, from lustre-release trees")
     lu.add_argument("--lustre", required=True, action="append", help="a lustre-release tree (repeatable)")
     lu.add_argument("--out", default="/tmp/cert-lustre")
+    lu.add_argument("--profile", help="certify under this one profile (default: all, the release matrix)")
     args = ap.parse_args(argv)
     if args.what == "ktest":
         if not os.path.isfile(args.ktest):
@@ -154,7 +158,20 @@ def main(argv=None) -> int:
         for i, tree in enumerate(args.lustre):
             out = os.path.join(args.out, f"tree{i}")
             build = os.path.join(out, "build")
+            if not os.path.isfile(os.path.join(tree, "lustre/ptlrpc/pack_generic.c")):
+                ap.error(f"--lustre {tree}: no lustre/ptlrpc/pack_generic.c")
             run(["make", "-C", LUSTRE_DIR, f"LUSTRE={os.path.abspath(tree)}", f"BUILD={build}", "sanitize"])
+            if args.profile:
+                report = certify(f"exec:{build}/lustre-testee-san", out, extra=["--profile", args.profile])
+                version = report["iut"]["hello"]["version"]
+                doc = pathlib.Path(out, "report.json")
+                if args.profile == f"lustre-{version}":
+                    notes = f"lustre-{version}-pack_generic-notes.md"
+                    if not (CERTS / notes).is_file():
+                        notes = "lustre-pack_generic-notes.md"
+                    doc = document(out, notes, f"lustre-{version}-pack_generic.md")
+                print(f"certify_real: Lustre {version} under {args.profile}: {doc}", file=sys.stderr)
+                continue
             matrix = certify(f"exec:{build}/lustre-testee-san", out, extra=["--profile", "all"])
             version = matrix["iut"]["hello"]["version"]
             own = next((r for r in matrix["releases"] if r["release"] == version), None) or \
@@ -165,6 +182,8 @@ def main(argv=None) -> int:
             doc = document(os.path.join(out, own["profile"]), notes, f"lustre-{version}-pack_generic.md")
             print(f"certify_real: {doc.relative_to(ROOT)} written", file=sys.stderr)
             matrices.append(matrix)
+        if args.profile:
+            return 0
         if len(matrices) > 1:
             doc = CERTS / "lustre-release-matrix.md"
             doc.write_text(release_matrix(matrices, args.lustre), encoding="utf-8")

@@ -134,8 +134,10 @@ def compat_header(facts: dict) -> str:
     if facts["pb_uid"]:
         lines += ["#define LT_PB_UID(pb) ((pb)->pb_uid)", "#define LT_PB_GID(pb) ((pb)->pb_gid)"]
     else:       # one __u64 of padding where pb_uid and pb_gid are now: its two 32-bit halves as they lie
-        lines += ["#define LT_PB_UID(pb) (((const __u32 *)&(pb)->pb_padding64_2)[0])",
-                  "#define LT_PB_GID(pb) (((const __u32 *)&(pb)->pb_padding64_2)[1])"]
+        # (copied out, not read through a __u32 pointer: that would break strict aliasing at -O2)
+        lines += ["#define LT_PB_HALF(pb, i) ({ __u32 _half; memcpy(&_half, (const char *)&(pb)->pb_padding64_2 "
+                  "+ 4 * (i), 4); _half; })",
+                  "#define LT_PB_UID(pb) LT_PB_HALF(pb, 0)", "#define LT_PB_GID(pb) LT_PB_HALF(pb, 1)"]
     return "\n".join(lines + ["#endif", ""])
 
 
