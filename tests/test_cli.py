@@ -51,7 +51,7 @@ def test_reference_passes_the_literal_profile(run_cli):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--iut", "nonsense"], "expected 'reference', 'python:package.module:factory', 'exec:COMMAND' or "
+    (["--iut", "nonsense"], "expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND' or "
                             "'tshark[:PROGRAM]'"),
     (["--iut", "python:iuts"], "expected python:package.module:factory"),
     (["--iut", "exec:'unbalanced"], "No closing quotation"),

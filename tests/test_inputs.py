@@ -243,7 +243,8 @@ def test_iut_help_names_every_kind_of_iut(run_cli):
     """The --iut help lists every form the loader accepts (tshark included)."""
     from ptlrpc_conformance.harness.transport import loader
     forms = [line.split()[0] for line in loader.__doc__.splitlines()[2:] if line.strip()]
-    assert forms == ["reference", "python:package.module:factory", "exec:COMMAND", "tshark[:PROGRAM]"]
+    assert forms == ["reference", "reference:RELEASE", "python:package.module:factory", "exec:COMMAND",
+                     "tshark[:PROGRAM]"]
     text = " ".join(run_cli("certify", "--help", out=False).stdout.split())
     for form in forms:
         assert form in text, form

@@ -157,8 +157,8 @@ _LIST, _DECODE, _REQUIREMENTS, _EXPORT = "list", "decode", "requirements", "expo
 
 # In the order of the `reproduce` command (as written since format 1), then the others.
 OPTIONS: tuple[Option, ...] = (
-    Option("iut", "implementation under test: reference (the default; reference:RELEASE decodes as that "
-                  "Lustre release's code does), python:package.module:factory, "
+    Option("iut", "implementation under test: reference (the default; reference:RELEASE behaves as that "
+                  "Lustre release's code, e.g. reference:2.15.8), python:package.module:factory, "
                   "exec:COMMAND, or tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only)",
            cli=("--iut",), pytest="--iut", default="reference", pytest_default=None, metavar="SPEC",
            reproduce=True, commands=frozenset({_DECODE})),

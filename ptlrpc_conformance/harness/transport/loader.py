@@ -1,7 +1,7 @@
 """Adapter loaders: from an --iut value to a (not yet started) adapter.
 
   reference                       the bundled reference, in-process
-  reference:RELEASE               the same, decoding as that Lustre release's code does (2.15.8)
+  reference:RELEASE               the same, behaving as that Lustre release's code (2.15.8)
   python:package.module:factory   factory() returns an object with handle(request) -> response
   exec:COMMAND                    a process speaking the protocol on stdin/stdout
   tshark[:PROGRAM]                Wireshark's Lustre dissector (decode only)
