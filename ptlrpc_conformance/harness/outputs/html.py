@@ -708,7 +708,7 @@ body { font-family: sans-serif; margin: 2em; max-width: 75em; }
 table { border-collapse: collapse; margin: 1em 0; }
 th, td { border: 1px solid #bbb; padding: .3em .6em; text-align: left; vertical-align: top; }
 th { background: #eee; }
-.conformant { background: #dfd; } .notc { background: #fdd; }
+.conformant { background: #dfd; } .partial { background: #ffe9b3; } .notc { background: #fdd; }
 code { font-size: 95%; }
 </style></head><body>
 <h1>Release matrix: {{ iut }}</h1>
@@ -716,7 +716,8 @@ code { font-size: 95%; }
 Every case ran under {{ doc.base }}; another release ran again only the cases it judges differently, and took
 {{ doc.base }}'s verdicts for the rest. Exit status {{ doc.exit_status }}.</p>
 <table><tr><th>Profile</th><th>Level</th><th>Cases run under it</th><th>Failing requirements</th><th>Report</th></tr>
-{% for r in doc.releases %}<tr class="{{ 'conformant' if r.level.status == 'conformant' else 'notc' }}">
+{% for r in doc.releases %}<tr class="{{ 'partial' if r.level.status == 'partial' else 'conformant'
+  if r.level.status in ('conformant', 'fully conformant') else 'notc' }}">
 <td>{{ r.profile }}</td><td>{{ r.words }}</td><td>{{ r.own_cases }}</td>
 <td>{{ r.failing_requirements | join(', ') or 'none' }}</td><td><a href="{{ r.profile }}/report.html">{{ r.profile }}/report.html</a></td></tr>
 {% endfor %}</table>
