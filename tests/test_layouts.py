@@ -217,3 +217,16 @@ def test_field_aliases():
         for seed_field, names in rows.items():
             offsets = [layouts.field(struct_name, n)["offset"] for n in names]
             assert offsets == sorted(offsets), (struct_name, seed_field)
+
+
+def test_a_later_lustre_name_for_the_same_bytes_is_accepted_in_a_result():
+    """mdt_body bytes 200-207 are mbo_padding_9 in v2_17_57; a decoder following a later Lustre
+    names them mbo_xattr_absent (LU-17238).  The judge reads the value under either name; a
+    wrong value still differs."""
+    from ptlrpc_conformance.harness.verdicts.judge import struct_diffs
+    expect = {"type": "mdt_body", "fields": {"mbo_padding_9": 258, "mbo_nlink": 5}}
+    assert struct_diffs(expect, {"type": "mdt_body", "fields": {"mbo_xattr_absent": 258, "mbo_nlink": 5}}, "s")[0] == []
+    diffs, _ = struct_diffs(expect, {"type": "mdt_body", "fields": {"mbo_xattr_absent": 259, "mbo_nlink": 5}}, "s")
+    assert [d.text for d in diffs] == ["s.fields.mbo_padding_9: expected 258 (0x102), got 259 (0x103)"]
+    diffs, _ = struct_diffs(expect, {"type": "mdt_body", "fields": {"mbo_nlink": 5}}, "s")
+    assert [d.text for d in diffs] == ["s.fields.mbo_padding_9: expected 258 (0x102), got nothing"]

@@ -303,6 +303,10 @@ def build(spec_dir: pathlib.Path) -> dict:
     aliases.update(EXTRA_ALIASES)
 
     field_aliases = build_field_aliases(seeds, current_of, structs)
+    # a later Lustre's name for a field of the tag (an implementation that follows it names
+    # the same bytes so): an alias too
+    for (struct, later), current in regen.TAG_RENAMED_FIELDS.items():
+        field_aliases.setdefault(struct, {})[later] = [current]
     size_formulas = build_formulas(seeds, facts)
     check(structs, aliases, field_aliases, seeds)
     return {
