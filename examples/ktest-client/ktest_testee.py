@@ -39,7 +39,9 @@ ENV = "KTEST_LUSTRE_CLIENT"
 HEADER_NAMES = ("lm_bufcount", "lm_secflvr", "lm_magic", "lm_repsize", "lm_cksum", "lm_flags", "lm_opc",
                 "lm_padding_3")
 PB_HANDLES = {"pb_handle", "o_handle", "mb_open_handle"}          # lustre_handle members ktest keeps as a u64
-RENAMED = {"os_failure_domain": "os_spare3"}                      # ktest name -> Lustre 2.17.57 name
+# ktest name -> Lustre 2.17.57 name; mb_xattr_absent is a later Lustre's name (LU-17238) for
+# mdt_body bytes 200-207, which v2_17_57 calls mbo_padding_9
+RENAMED = {"os_failure_domain": "os_spare3", "mb_xattr_absent": "mbo_padding_9"}
 JOBID_OFFSET, BODY_V3 = 152, 184
 STRUCT_OF_REPLY = {  # reply opcode -> (buffer, structure) ktest's own code reads from that reply
     1: (1, "ost_body"),            # LustreClient.object_size(): OBDO.unpack(rbufs[1])
