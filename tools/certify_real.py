@@ -127,9 +127,10 @@ def release_matrix(matrices: list[dict], trees: list[str]) -> str:
         cells = [row["by"].get(m["iut"]["hello"]["version"], "") for m in matrices]
         out.append(f"| `{did}` ({d['from']} → {d['to']}): {d['what'].strip()} | {d.get('lu') or ''} | "
                    + " | ".join(cells) + f" | {(d.get('effect') or '').strip()} |")
-    out += ["", "Each code follows its own release's side of every difference it was judged on. A `both` "
-            "means the cases the difference changes pass under either release's rules, because their "
-            "vectors do not exercise the changed field. `not exercised` rows are left out.",
+    out += ["", "A `both` means the cases the difference changes pass under either release's rules, because "
+            "their vectors do not exercise the changed field. A `neither` for the jobid is a code that hands "
+            "out an unterminated jobid whole (2.12.9's): both plain profiles judge that as the Lustre bug it "
+            "is, and only the `-literal` profiles tolerate it. `not exercised` rows are left out.",
             "", "Written by `python3 tools/certify_real.py lustre` with the trees "
             + ", ".join(f"`{pathlib.Path(t).name}`" for t in trees) + " (see examples/lustre-testee/README.md)."]
     return "\n".join(out) + "\n"

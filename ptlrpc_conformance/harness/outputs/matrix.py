@@ -151,16 +151,19 @@ def known_differences() -> list[dict]:
     return list(release_differences.load()["differences"])
 
 
-def _side(report: dict | None, globs: list[str], fields: list[str]) -> bool | None:
+def _side(report: dict | None, globs: list[str], fields: list[str], requirements: list[str]) -> bool | None:
     """Whether the cases a difference changes pass under one side's profile: None when none of
-    them was judged; with `fields`, a case that failed only on other fields counts as passing
-    (another difference decided it)."""
+    them was judged.  A case that failed none of the difference's requirements, or (with
+    `fields`) only on other fields, counts as passing: another difference decided it."""
     cases = [c for c in (report or {}).get("cases", []) if any(fnmatch.fnmatchcase(c["id"], g) for g in globs)
              and c.get("verdict") not in ("not-applicable", "skipped", "not-exercised")]
     if not cases:
         return None
     for c in cases:
         if c["verdict"] == "pass":
+            continue
+        failed = set(c.get("failed_requirements") or c.get("requirements") or ())
+        if requirements and not failed & set(requirements):
             continue
         differ = ((c.get("notes") or {}) if isinstance(c.get("notes"), dict) else {}).get("fields_differ")
         if not fields or not differ or set(differ) & set(fields):
@@ -175,9 +178,9 @@ def follows(reports: dict[str, dict]) -> list[dict]:
     fails on other fields only)."""
     out = []
     for d in known_differences():
-        globs, fields = list(d.get("cases") or []), list(d.get("fields") or [])
-        old = _side(_report_for(reports, f"lustre-{d['from']}"), globs, fields)
-        new = _side(_report_for(reports, f"lustre-{d['to']}"), globs, fields)
+        globs, fields, reqs = list(d.get("cases") or []), list(d.get("fields") or []), list(d.get("requirements") or [])
+        old = _side(_report_for(reports, f"lustre-{d['from']}"), globs, fields, reqs)
+        new = _side(_report_for(reports, f"lustre-{d['to']}"), globs, fields, reqs)
         if old is None and new is None:
             verdict = "not exercised"
         elif old and new:
