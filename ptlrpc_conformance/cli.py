@@ -305,8 +305,7 @@ def _certify_matrix(args, profiles: list[str], hello, smoke) -> int:
     ran = {c["id"] for c in base_report["cases"]}
     selected = bool(args.area or args.case or args.requirement or args.keyword or args.level)
     for p in profiles[:-1]:
-        differ = sorted(c for c, fp in prints[p].items()
-                        if prints[base].get(c) != fp and (c in ran or (c not in prints[base] and not selected)))
+        differ = matrix.to_rerun(prints[p], prints[base], ran, selected)
         own = None
         if differ:
             print(f"ptlrpc-conformance: {p}: {len(differ)} case(s) judged differently from {base}", flush=True)

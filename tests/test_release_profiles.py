@@ -149,3 +149,12 @@ def test_reference_as_an_older_release_passes_that_release(run_cli):
     assert run.rc == 1 and "BODY-JOBID-1" in run.stdout        # the plain profile judges 2.12.9's jobid bug
     bad = run_cli("certify", "--iut", "reference:2.14.0", out=False)
     assert bad.rc == 2 and "unknown Lustre release '2.14.0'" in bad.stderr
+
+
+def test_a_release_reruns_only_what_it_judges_differently_within_the_selection():
+    base = {"a": "1", "b": "2", "c": "3"}
+    mine = {"a": "1", "b": "X", "c": "Y", "d": "4"}
+    # c was not run by the base (deselected); d is a case only this release has
+    assert matrix.to_rerun(mine, base, ran={"a", "b"}, selected=True) == ["b"]
+    assert matrix.to_rerun(mine, base, ran={"a", "b", "c"}, selected=False) == ["b", "c", "d"]
+    assert matrix.to_rerun(base, base, ran=set(base), selected=False) == []

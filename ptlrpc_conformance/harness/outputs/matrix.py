@@ -100,15 +100,12 @@ def fingerprints(profile: str, vectors=()) -> dict[str, str]:
     return plugin.fingerprints
 
 
-def plan(profiles: list[str], base: str, vectors=()) -> dict[str, list[str]]:
-    """profile -> the case ids it must run itself: every case for `base`; for another profile,
-    the cases whose fingerprint differs from base's or that base does not have."""
-    prints = {p: fingerprints(p, vectors) for p in profiles}
-    out = {base: sorted(prints[base])}
-    for p in profiles:
-        if p != base:
-            out[p] = sorted(c for c, fp in prints[p].items() if prints[base].get(c) != fp)
-    return out
+def to_rerun(mine: dict[str, str], base: dict[str, str], ran: set[str], selected: bool) -> list[str]:
+    """The cases a profile runs itself, from its fingerprints (`mine`) and the base profile's:
+    those whose fingerprint differs among the cases the base run ran, and, when no selection
+    narrowed the run, those the base profile does not have."""
+    return sorted(c for c, fp in mine.items()
+                  if base.get(c) != fp and (c in ran or (c not in base and not selected)))
 
 
 # ---- composed reports -------------------------------------------------------------------
