@@ -404,7 +404,7 @@ def _exit_status(rc: int, observer: "_Observer") -> int:
     if observer.start_failure:
         return EXIT_IUT
     if rc == 0:
-        from ptlrpc_conformance.harness.verdicts.level import NOT_CERTIFIED
+        from ptlrpc_conformance.harness.outputs.level import NOT_CERTIFIED
         if getattr(observer, "level_status", None) == NOT_CERTIFIED:
             return EXIT_NOT_CERTIFIED        # cases ran, but no MUST case applied
         return EXIT_OK

@@ -204,7 +204,7 @@ def _report_for(reports: dict[str, dict], base_profile: str) -> dict | None:
 
 def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
     """report.json of a matrix run: each release's level, and the differences followed."""
-    from ptlrpc_conformance.harness.verdicts.level import words
+    from ptlrpc_conformance.harness.outputs.level import words
     rows = []
     for name in sorted(reports, key=lambda n: registry.release_key(registry.profile(n).release)):
         rep = reports[name]
