@@ -41,7 +41,7 @@ from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.options import (
     EXIT_FAIL, EXIT_IUT, EXIT_NOT_CERTIFIED, EXIT_OK, EXIT_SUITE, EXIT_USAGE, Parser)
 from ptlrpc_conformance.harness.ost import trace
-from ptlrpc_conformance.harness.outputs import hexdump
+from ptlrpc_conformance.harness.verdicts import hexdump
 from ptlrpc_conformance.harness.verdicts import charges
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_check

@@ -28,7 +28,7 @@ import struct
 from dataclasses import dataclass, field
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.harness.verdicts import structs as S
+from ptlrpc_conformance.spec import structs as S
 
 C = spec.constant
 BODY = {f.name: f for f in spec.layout("ptlrpc_body_v3").fields}

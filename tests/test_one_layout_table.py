@@ -9,9 +9,8 @@ import pytest
 
 from conftest import ROOT
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.harness.verdicts import structs as S
 from ptlrpc_conformance.reference.structs import StructCodec
-from ptlrpc_conformance.spec import layouts
+from ptlrpc_conformance.spec import layouts, structs as S
 
 PACKAGE = ROOT / "ptlrpc_conformance"
 OPENER = PACKAGE / "spec" / "layouts.py"
@@ -85,7 +84,7 @@ def _rows(fields) -> list[tuple]:
 @pytest.mark.parametrize("name", sorted(layouts.load()["structs"]))
 def test_the_old_readers_agree(name):
     """spec.layout() (the message codec, the suite's packer and hexdump) and the struct codecs
-    (reference/structs.py, harness/verdicts/structs.py) see the same structure."""
+    (reference/structs.py, spec/structs.py) see the same structure."""
     lay = spec.layout(name)
     ours = [(f.name, f.offset, f.size, f.type, f.count, f.flexible) for f in lay.fields]
     assert ours == _rows(layouts.load()["structs"][name]["fields"])

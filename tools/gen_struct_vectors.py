@@ -7,7 +7,7 @@ vectors (vectors/structs.yaml covers the ones that travel in the suite's message
 Each vector's bytes are a running counter (byte i = i % 251 + 1; char arrays are letters
 ending in a NUL), so every field holds a distinct, non-zero value and a shifted, resized or
 swapped field cannot decode to the expected one.  The expected fields are read back by the
-suite's own structure walker (harness/verdicts/structs.py), never by an implementation under test.
+suite's own structure walker (spec/structs.py), never by an implementation under test.
 The output is committed as data; `--check` exits 1 when it is stale (the project's tests
 run it), and `ptlrpc-conformance lint-vectors` checks it like any vector file.
 """
@@ -23,8 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import regen  # noqa: E402
 
-from ptlrpc_conformance.harness.verdicts import structs as S
-from ptlrpc_conformance.spec import layouts  # noqa: E402
+from ptlrpc_conformance.spec import layouts, structs as S  # noqa: E402
 
 OUTPUT = ROOT / "ptlrpc_conformance" / "vectors" / "structs_generated.yaml"
 HAND_WRITTEN = {"obdo", "ost_body", "ost_id", "lu_fid", "mdt_body", "obd_connect_data", "obd_statfs",

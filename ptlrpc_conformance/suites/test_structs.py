@@ -3,7 +3,7 @@ and the valid-bit semantics of obdo (o_valid) and mdt_body (mbo_valid).
 
 Vector cases come from vectors/structs*.yaml (`op: decode_struct`); truncations are
 derived by the suite; the valid-bit rules are Hypothesis properties whose inputs are built
-by the suite's own structure walker (harness/verdicts/structs.py) from spec/layouts.json and whose
+by the suite's own structure walker (spec/structs.py) from spec/layouts.json and whose
 expectations come from the valid-bit table in spec/facts.json.
 """
 import pytest
@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.fixtures.strategies import a_few, subsets
 from ptlrpc_conformance.harness.verdicts import judge, release
-from ptlrpc_conformance.harness.verdicts import structs as S
 from ptlrpc_conformance.harness.data.vectors import Vector
-from ptlrpc_conformance.spec import layouts
+from ptlrpc_conformance.spec import layouts, structs as S
 from ptlrpc_conformance.suites.test_properties import check_property
 
 REQUIRED = {layouts.canonical(n) for n in spec.facts()["structs_required"]}

@@ -26,7 +26,7 @@ import yaml
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.verdicts import release as release_rules
-from ptlrpc_conformance.harness.outputs.hexdump import render
+from ptlrpc_conformance.harness.verdicts.hexdump import render
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR
 from ptlrpc_conformance.harness.ost.client import AnyOf, Expect, is_ref
 from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved, hello_configuration

@@ -27,8 +27,8 @@ import jinja2
 
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import parse_bytes
-from ptlrpc_conformance.harness.outputs import hexdump, write_atomically
-from ptlrpc_conformance.harness.outputs import level as level_rule
+from ptlrpc_conformance.harness.outputs import level as level_rule, write_atomically
+from ptlrpc_conformance.harness.verdicts import hexdump
 
 VERDICTS = ("pass", "fail", "error", "error (suite)", "not-applicable", "skipped")
 VERDICT_LABELS = {"pass": "Pass", "fail": "Fail", "error": "Error", "error (suite)": "Suite error",

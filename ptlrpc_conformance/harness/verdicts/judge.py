@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ptlrpc_conformance.harness.outputs import hexdump
-from ptlrpc_conformance.harness.verdicts import charges as C, release
+from ptlrpc_conformance.harness.verdicts import charges as C, hexdump, release
 from ptlrpc_conformance.harness.transport.protocol import Outcome, ShapeProblem, message_shape_problems
 from ptlrpc_conformance.harness.data.vectors import DECODE_ERRNOS, Vector
 
