@@ -180,7 +180,8 @@ def _input_problems(args) -> list[str]:
     problems = options.writable_dir(args.out, "--out")
     if args.io_log:
         problems += options.writable_file(args.io_log, "--io-log", make_parents=False)
-    problems += options.known_failures(args.known_failures, args.update_known_failures)
+    from ptlrpc_conformance.harness.outputs import gate
+    problems += gate.file_problems(args.known_failures, args.update_known_failures)
     problems += options.requirement_ids(args.requirement, "--requirement")
     return problems
 

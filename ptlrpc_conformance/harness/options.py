@@ -8,9 +8,10 @@ the command line and as a pytest option, type, default, help, and whether report
 plugin's pytest options (plugin.py), the pytest arguments the command line passes on
 (`pytest_args`) and the `reproduce` command (`reproduce_argv`, used by outputs/report.py).
 
-The checks of a run's inputs before its first case (where the report goes, the known-failures
-file, the vector files, the ids a run names) close the module; the command line and the
-plugin share them.
+The checks of a run's inputs before its first case (where the report goes, the vector files,
+the ids a run names) close the module; the command line and the plugin share them.  The
+known-failures file is checked by the regression gate that reads it (outputs/gate.py,
+`file_problems`).
 """
 from __future__ import annotations
 
@@ -274,8 +275,8 @@ def reproduce_argv(getoption: Callable[[str], Any], resolved: Mapping[str, Any] 
 # The inputs of a run, checked before its first case
 # ------------------------------------------------------------------------------------------
 #
-# Where the report goes, the known-failures file, the vector files, the selection options and
-# the requirement ids cases declare.  Each check returns a list of problems, one line each,
+# Where the report goes, the vector files, the selection options and the requirement ids cases
+# declare (the known-failures file: outputs/gate.py, `file_problems`).  Each check returns a list of problems, one line each,
 # naming the option (as the caller spells it: `--out` on the command line,
 # `--conformance-report` in the plugin) or the file and line.  The command line checks what it
 # can before it starts pytest (cli.py); the plugin checks the same for runs without the command
@@ -363,29 +364,6 @@ def writable_file(path: str | os.PathLike, option: str, make_parents: bool = Tru
         return []
     why = problems[0].split(": ", 1)[1]
     return [f"{option} {path}: " + (why if why.startswith("cannot be created") else f"cannot be created: {why}")]
-
-
-def known_failures(path: str | None, update: str | None, option: str = "--known-failures",
-                   update_option: str = "--update-known-failures") -> list[str]:
-    """The known-failures file parses and validates; with `update` (tighten or loosen) it may
-    be missing (the run creates it), and `update` needs a file."""
-    from ptlrpc_conformance.harness.outputs import gate
-    if update and not path:
-        return [f"{update_option} needs {option} FILE (the file to rewrite, or to create)"]
-    if not path:
-        return []
-    p = pathlib.Path(path)
-    if not p.exists():
-        if update:
-            return writable_file(p, option)
-        return [f"{option} {path}: no such file (`{update_option} loosen` creates it from a run's failures)"]
-    if p.is_dir():
-        return [f"{option} {path}: is a directory, not a known-failures file"]
-    try:
-        gate.load(p, allow_empty=bool(update))
-    except gate.GateError as e:
-        return list(e.problems)
-    return writable_file(p, option) if update else []
 
 
 def requirement_ids(ids: Iterable[str], option: str) -> list[str]:

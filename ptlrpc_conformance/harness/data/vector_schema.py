@@ -3,7 +3,7 @@ from the protocol facts, and the validation of vector files against it.
 
 What the schema says comes from one place each: header and body field names and widths
 (integer ranges, the jobid length) from the MESSAGE description of
-harness/transport/protocol.py, itself built from spec/facts.json and spec/layouts.json; structure names from
+harness/data/message.py, itself built from spec/facts.json and spec/layouts.json; structure names from
 spec/layouts.json; the id grammars from harness/data/registry.py; the decode rejection
 classes from facts.json's errno table.  `python tools/gen_schemas.py` writes the file and
 `--check` (run by the project's tests) says whether the committed one is what this module
@@ -29,8 +29,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.data import message as P
 from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID
-from ptlrpc_conformance.harness.transport import protocol as P
 from ptlrpc_conformance.spec import layouts
 
 if TYPE_CHECKING:
