@@ -1,10 +1,11 @@
-"""Command-line plumbing shared by every command: the exit statuses, an argparse parser that
-exits with status 2 and the program's prefix, the argument types, and the option table.
+"""Command-line plumbing shared by every command: the exit statuses (`EXIT_STATUSES`, the one
+statement of what each means), an argparse parser that exits with status 2 and the program's
+prefix, the argument types, and the option table.
 
 The option table (`OPTIONS`) describes each option of a certification run once: its name on
 the command line and as a pytest option, type, default, help, and whether report.json's
 `reproduce` command repeats it.  Everything else is built from it: the parser of `certify` and
-`run` and the options `list`, `decode`, `requirements` and `export` share with it (cli.py), the
+`run` and the options `list`, `decode`, `requirements` and `export` share with it (cli/), the
 plugin's pytest options (plugin.py), the pytest arguments the command line passes on
 (`pytest_args`) and the `reproduce` command (`reproduce_argv`, used by outputs/report.py).
 
@@ -28,6 +29,40 @@ from ptlrpc_conformance.harness.transport.adapter import DEFAULT_TIMEOUT
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
 EXIT_NOT_CERTIFIED = 5            # certify: a valid selection in which no MUST case applied
 EXIT_SUITE = 6                    # a case hit a bug in the suite's own code (pytest's statuses end at 5)
+
+# What each exit status of the command means, said once: the command's --help (`exit_status_text`)
+# and the tables of README.md and docs/report.md (`exit_status_table`, tests/test_exit_statuses.py
+# checks them) are written from it.  Markdown: `code` is plain text in --help.
+EXIT_STATUSES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "every applicable MUST case passed (SHOULD failures are warnings, unless `--strict`)"),
+    (EXIT_FAIL, "a MUST case failed (with `--strict`, a SHOULD case too), the IUT crashed, hung or garbled "
+                "mid-run, or the run stopped early (`--max-fail`, `--time-budget`, Ctrl-C; the report is marked "
+                "incomplete)"),
+    (EXIT_USAGE, "usage or input error: a bad option, unknown ids (`--requirement`, `--area`, `--case`, "
+                 "requirements named by a case's marker), bad or empty input files (vectors, scenarios, "
+                 "known-failures)"),
+    (EXIT_IUT, "the IUT could not start, or its hello was missing, invalid or not protocol 1"),
+    (EXIT_NOT_CERTIFIED, "(`certify`) a valid selection in which no MUST case applied to the IUT: level "
+                         "`not certified` (an IUT that declares no capability gets this)"),
+    (EXIT_SUITE, "a case hit a bug in ptlrpc-conformance itself (verdict `error (suite)`, charged to no "
+                 "requirement): the run's verdicts cannot be trusted until the suite is fixed; it outranks "
+                 "0, 1 and 5 and the regression gate; please report it"),
+)
+
+
+def exit_status_table() -> str:
+    """EXIT_STATUSES as the Markdown table the documents show."""
+    return "\n".join(["| status | meaning |", "|---|---|"] + [f"| {code} | {meaning} |" for code, meaning in EXIT_STATUSES])
+
+
+def exit_status_text(width: int = 92) -> str:
+    """EXIT_STATUSES as the paragraph that ends the command's --help."""
+    import re
+    import textwrap
+    plain = [re.sub(r"`([^`]*)`", lambda m: f'"{m[1]}"' if " " in m[1] else m[1], meaning)   # `not certified`
+             for _, meaning in EXIT_STATUSES]
+    said = "; ".join(f"{code} {meaning}" for (code, _), meaning in zip(EXIT_STATUSES, plain))
+    return textwrap.fill(f"Exit status: {said}.", width)
 DEFAULT_SEED = 20261122           # of the property tests, unless --seed says otherwise
 DEFAULT_EXAMPLES = 200            # examples per property test
 
@@ -279,7 +314,7 @@ def reproduce_argv(getoption: Callable[[str], Any], resolved: Mapping[str, Any] 
 # declare (the known-failures file: outputs/gate.py, `file_problems`).  Each check returns a list of problems, one line each,
 # naming the option (as the caller spells it: `--out` on the command line,
 # `--conformance-report` in the plugin) or the file and line.  The command line checks what it
-# can before it starts pytest (cli.py); the plugin checks the same for runs without the command
+# can before it starts pytest (cli/certify.py); the plugin checks the same for runs without the command
 # line, and the case ids and areas once the cases are collected (plugin.py).  An id that is not
 # known is named with the closest known ids.
 
