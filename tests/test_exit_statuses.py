@@ -14,7 +14,8 @@ BLOCK = re.compile(r"<!-- exit statuses: [^\n]*-->\n(.*?)\n<!-- end exit statuse
 
 
 def test_every_exit_status_constant_has_one_meaning():
-    constants = {name: value for name, value in vars(options).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    constants = {name: value for name, value in vars(options).items()
+                 if name.startswith("EXIT_") and isinstance(value, int)}
     codes = [code for code, _ in options.EXIT_STATUSES]
     assert codes == sorted(set(codes)), codes
     assert set(codes) == set(constants.values()), (codes, constants)

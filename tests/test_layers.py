@@ -173,5 +173,6 @@ def test_the_docs_state_the_table():
     for line in text.split("## Who may import whom", 1)[1].split("\n## ", 1)[0].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) == 2 and cells[0].startswith("`") and cells[0] != "`part`":
-            rows[cells[0].strip("`")] = {c.strip().strip("`") for c in cells[1].split(",") if c.strip() not in ("", "nothing")}
+            rows[cells[0].strip("`")] = {c.strip().strip("`") for c in cells[1].split(",")
+                                         if c.strip() not in ("", "nothing")}
     assert rows == ALLOWED

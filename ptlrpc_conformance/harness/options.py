@@ -52,7 +52,8 @@ EXIT_STATUSES: tuple[tuple[int, str], ...] = (
 
 def exit_status_table() -> str:
     """EXIT_STATUSES as the Markdown table the documents show."""
-    return "\n".join(["| status | meaning |", "|---|---|"] + [f"| {code} | {meaning} |" for code, meaning in EXIT_STATUSES])
+    rows = [f"| {code} | {meaning} |" for code, meaning in EXIT_STATUSES]
+    return "\n".join(["| status | meaning |", "|---|---|"] + rows)
 
 
 def exit_status_text(width: int = 92) -> str:

@@ -3,7 +3,9 @@
 Used to build inputs and read outputs of the structure cases and properties, never to
 judge an IUT by asking an IUT.  It flattens a structure into leaves — integers, char
 arrays, integer arrays — each with a dotted path; nested structures and every union
-member view are walked.
+member view are walked.  It lives beside the layout table it reads; the reference and the
+mutants never use it (the reference reads the table with its own codec, reference/structs.py;
+tests/test_layers.py checks).
 """
 from __future__ import annotations
 
