@@ -581,7 +581,7 @@ def test_format_1_still_loads_but_cannot_use_format_2(run_cli, tmp_path):
     (lambda st: st[1]["expect_any"][1].update(outcome="served"), "step 2: bad expect_any: expect_any needs outcomes"),
     (lambda st: st[3]["patch"].update(oid="3+1"), "step 4: patch 'oid' must be '@STEP' or '@STEP+K'"),
     (lambda st: st[3].update(if_granted={"step": 1, "flags": 0}), "step 4: 'if_granted' must be"),
-    (lambda st: st[6].update(client="c1"), "step 7: op expire_recovery takes only 'note', 'if_outcome' and 'if_release'"),
+    (lambda st: st[6].update(client="c1"), "step 7: op expire_recovery takes only 'note', 'if_outcome', 'if_granted' and 'if_release'"),
 ])
 def test_format_2_problems_name_the_step(tmp_path, change, message):
     steps = _steps_with_outcomes()

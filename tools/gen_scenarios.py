@@ -787,20 +787,30 @@ def _rc_create(s, name, k, note, connect_step):
 
 
 def _make_again(s, name, k, connect_step):
-    """Where REPLAY_CREATE was not granted (every OST before 2.16), a create of object K sent
-    during recovery, not a replay: served at once (it carries no transno,
-    target_queue_recovery_request), it makes again every object up to K that the crash lost
+    """Where REPLAY_CREATE was not granted (every OST before 2.16), creates of object K sent
+    during recovery, not replays: served at once (they carry no transno,
+    target_queue_recovery_request), they make again every object up to K that the crash lost
     (a create took no transno, so it survived only if a later transno committed) and nothing
-    where they survived (ofd_create_hdl: an id at LAST_ID makes nothing); its reply names K
-    either way.  So the replays after it find their objects, as the MDS's orphan cleanup
-    (OBD_FL_DELORPHAN) makes lost precreated objects again on Lustre.  Every later change of
-    those objects took a transno and is replayed if it was lost (transactions commit in
-    order: a lost create means every later change was lost)."""
+    where they survived (ofd_create_hdl: an id at LAST_ID makes nothing).  A create may stop
+    early (docs/target-rules.md §3): its reply then names an object below K and the next
+    create goes on; K + 1 of them make every object from the probe's on.  So the replays
+    after them find their objects, as the MDS's orphan cleanup (OBD_FL_DELORPHAN) makes lost
+    precreated objects again on Lustre.  Every later change of those objects took a transno
+    and is replayed if it was lost (transactions commit in order: a lost create means every
+    later change was lost)."""
     _, ng = _replay_create(connect_step)
-    exp = reply(0, "zero", requirement="RCV-FILTER-1", struct="ost_body", fields={OBJECT_ID: s.obj(k)},
-                why="a create without a transno during recovery is served at once; it makes what the crash lost")
-    return s.body(name, "OST_CREATE", k, exp, f"create up to object {k} again (no REPLAY_CREATE: lost or not, "
-                  "it exists after this)", cond=ng)
+    early = [f"stopped-early-at-{j}" for j in range(k)]
+    cond = ng
+    for _ in range(k + 1):
+        alts = [("made", reply(0, "zero", requirement="RCV-FILTER-1", struct="ost_body", fields={OBJECT_ID: s.obj(k)},
+                               why="a create without a transno during recovery is served at once; it makes what the "
+                                   "crash lost"))]
+        alts += [(name_, reply(0, "zero", requirement="RCV-FILTER-1", struct="ost_body", fields={OBJECT_ID: s.obj(j)},
+                               why="served at once, stopped early: the next create goes on"))
+                 for j, name_ in enumerate(early)]
+        n = s.body(name, "OST_CREATE", k, AnyOf(alts), f"create up to object {k} again (no REPLAY_CREATE: lost or "
+                   "not, it exists after this)", cond=cond)
+        cond = dict(ng, if_outcome={"step": n, "outcome": early})
 
 
 def _first_object(s, note, *others):
@@ -1172,11 +1182,14 @@ def unusual_scenarios() -> list[Scenario]:
     import yaml
     source = pathlib.Path(__file__).resolve().parent / "recovery_unusual_steps.yaml"
     data = yaml.safe_load(source.read_text())
-    # recorded with creates that take transnos (REPLAY_CREATE granted): an OST of a release
-    # without OBD_CONNECT2_REPLAY_CREATE (before 2.16) is judged on the three connects only
+    # recorded with creates that take transnos (REPLAY_CREATE granted to the three clients):
+    # an OST that does not grant OBD_CONNECT2_REPLAY_CREATE (every OST before 2.16) is judged
+    # on the three connects only
+    granted = [{"step": n, "flags": FLAGS2, "flags2": REPLAY_CREATE} for n in (1, 2, 3)]
     for sc in data["scenarios"]:
+        assert all(st.get("note") == "connect" for st in sc["steps"][:3]), sc["id"]
         for step in sc["steps"][3:]:
-            step.setdefault("if_release", {"replay_create": True})
+            step.setdefault("if_granted", granted)
     text = yaml.safe_dump({"format": SCENARIO_FORMAT, "scenarios": [
         dict(id=sc["id"], title=sc["title"], requirements=list(UNUSUAL_REQUIREMENTS), cite=list(UNUSUAL_CITE),
              needs=["target", "restart"], steps=sc["steps"]) for sc in data["scenarios"]]}, sort_keys=False)
