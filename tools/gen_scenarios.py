@@ -885,6 +885,7 @@ def _(s):
     create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr gid (c1)", MD["FLGID"], o_gid=9)
     create2 = _rc_create(s, "c2", 2, "create 2 (c2)", c2)
+    setattr2 = _transaction(s, "c2", "OST_SETATTR", 2, "setattr mtime 4 of 2 (c2)", MD["FLMTIME"], o_mtime=4)
     s.op("restart")
     s.connect("c1", recovering=True)
     _make_again(s, "c1", 2, c1)          # object 2 too: c2 never comes back to replay anything
@@ -894,11 +895,14 @@ def _(s):
     s.done("c1")
     s.op("end_recovery")
     s.getattr("c1", 1, fresh(gid=9, mode=0o5666), "getattr: c1's replays stand", requirement="RCV-STATE-1")
+    # object 2: c2's changes survive only as far as they were committed (nobody replays them)
     s.getattr("c1", 2, None, "getattr 2: lost with c2", requirement="RCV-STATE-1", cond={"if_lost": create2})
-    s.getattr("c1", 2, fresh(), "getattr 2: committed before the restart", requirement="RCV-STATE-1",
-              cond={"if_committed": create2})
-    s.getattr("c1", 2, fresh(), "getattr 2: made again by c1's create during recovery, or kept",
-              requirement="RCV-STATE-1", cond=_replay_create(c1)[1])
+    s.getattr("c1", 2, fresh(mtime=4), "getattr 2: c2's setattr was committed before the restart",
+              requirement="RCV-STATE-1", cond={"if_committed": setattr2})
+    s.getattr("c1", 2, fresh(), "getattr 2: its create committed, c2's setattr lost with c2", requirement="RCV-STATE-1",
+              cond={"if_committed": create2, "if_lost": setattr2})
+    s.getattr("c1", 2, fresh(), "getattr 2: made again by c1's create during recovery, or kept; c2's setattr lost "
+              "with c2", requirement="RCV-STATE-1", cond=dict(_replay_create(c1)[1], if_lost=setattr2))
     c = s.clients["c2"]
     s.send("c2", c.request("OBD_PING"), err("ENOTCONN", "TGT-CONN-2", "c2 was evicted at the end of recovery"),
            "c2 comes back too late")
