@@ -231,6 +231,13 @@ def to_file_dict(v: Vector, id_prefix: str = "") -> dict:
     if v.note:
         out["note"] = v.note
     out["bytes"] = [v.data.hex()]
+    # a structure vector as a release profile judges it keeps that profile's override, so
+    # that it applies again under that profile (verdicts/release.py struct_not_applicable)
+    own = {k: {"bytes": [v.data.hex()], **({"expect": v.expect} if "expect" in out else {})}
+           for k, o in v.overrides.items() if isinstance(o, dict) and "bytes" in o
+           and parse_bytes(o["bytes"], k) == v.data and o.get("expect") == v.expect}
+    if own:
+        out["profile_overrides"] = own
     return out
 
 
