@@ -724,7 +724,7 @@ def member_path(hdr: Headers, agg: Aggregate, dotted: str) -> Member | None:
     return member_path(hdr, inner, rest) if inner else None
 
 
-def build_structs(hdr: Headers, wire: dict) -> tuple[dict, list]:
+def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, list]:
     structs, problems = {}, []
     for name, size in wire["sizes"].items():
         hdr.wire_sizes[name] = size
@@ -849,8 +849,10 @@ def build_structs(hdr: Headers, wire: dict) -> tuple[dict, list]:
                 sub["header_fields"] = [r["name"] for r in sub["fields"]]
                 mark_unions(sub["fields"], sub, t[7:])
                 structs[t[7:]] = sub
-    # structures a field refers to that wiretest asserts nothing of: laid out from the header
+    # structures a field refers to that wiretest asserts nothing of, and the `wanted` ones the
+    # header declares: laid out from the header
     todo = [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")]
+    todo += [name for name in wanted if name not in structs and hdr.find(name) is not None]
     while todo:
         ref = todo.pop()
         if ref in structs:
@@ -1153,6 +1155,26 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
 
 # --------------------------------------------------------------------------- assembling
 
+def certified_structs() -> tuple:
+    """The structures the suite's `structs` capability certifies (the seed structures of
+    spec/layouts.json and those nested in them) that today's wiretest.c asserts: an older
+    release whose wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0) still has
+    it when its headers declare it."""
+    own = OUTPUT_DIR / f"{TODAY}.json"
+    if not own.exists():
+        return ()
+    asserted = json.loads(own.read_text())["structs"]
+    table = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
+    out, todo = set(), [n for n, e in table.items() if e.get("seed")]
+    while todo:
+        name = todo.pop()
+        if name in out or name not in table:
+            continue
+        out.add(name)
+        todo += [f["type"][7:] for f in table[name]["fields"] if f["type"].startswith("struct ")]
+    return tuple(sorted(out & set(asserted)))
+
+
 def today_struct_fields(struct: str, structs: dict, release: str) -> list:
     """Today's field list of a structure: the release's own when it is today's release, else the
     committed 2.17.57 file's (spec/layouts.json's before there is one)."""
@@ -1190,7 +1212,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
     if wt is None:
         raise SystemExit(f"gen_release_facts: no {WIRETEST} in the tree")
     wire = parse_wiretest(wt)
-    structs, problems = build_structs(hdr, wire)
+    structs, problems = build_structs(hdr, wire, certified_structs() if release != TODAY else ())
     if today is None:
         today = {n: structs[n]["fields"] for n in SWAB_FUNCS} if release == TODAY else today_layouts()
 

@@ -9,7 +9,11 @@ other part of the package (spec.layout(), the codecs, the suites) reads layouts 
 
 Seed names and old type names are accepted wherever a structure name is expected; renamed
 seed fields resolve through `resolve_field_alias`.  Every function takes an optional
-`release`: None (or "2.17.57") is the default table.  Standard library only.
+`release`: None (or "2.17.57") is the default table.  `view(release)` is a release's table
+in today's field names (what a decoder of that release reports under the testee protocol),
+`swab_rules(release)` its byte-swapping rules; `absent` and `reads_otherwise` say whether a
+release has a structure and whether it reads it otherwise than the default release.
+Standard library only.
 """
 from __future__ import annotations
 
@@ -107,35 +111,6 @@ def _extracted(release: str) -> dict:
                              f"{release}.json does not exist")
     facts = json.loads(path.read_text(encoding="utf-8"))
     return {"structs": facts.get("structs") or {}, "field_names": facts.get("field_names") or {}}
-
-
-def differs_from_default(name: str, release: str | None = None) -> str | None:
-    """Why a release's code reads structure `name` otherwise than the default release's, or
-    None: it lays it out otherwise (size, offsets), does not have it, or names some of its
-    fields otherwise (padding there, which its code may leave unswapped).  A structure the
-    extraction does not cover (no wiretest.c assertion) is taken as the same."""
-    release = release_key(release)
-    if release == DEFAULT_RELEASE:
-        return None
-    try:
-        current = canonical(name)
-    except KeyError:
-        return None
-    mine, base = _extracted(release), _extracted(DEFAULT_RELEASE)
-    if current not in base["structs"]:
-        return None
-    if current not in mine["structs"]:
-        return f"Lustre {release} has no struct {current}"
-
-    def shape(entry):
-        return entry["size"], [(f["offset"], f["size"]) for f in entry["fields"]]
-    if shape(mine["structs"][current]) != shape(base["structs"][current]):
-        return f"Lustre {release} lays struct {current} out otherwise (docs/releases.md)"
-    renamed = sorted(mine["field_names"].get(current, {}))
-    if renamed:
-        return (f"Lustre {release} names fields of struct {current} otherwise ({', '.join(renamed)}: padding "
-                "there, possibly left unswapped)")
-    return None
 
 
 def view(release: str | None = None) -> dict:
@@ -239,7 +214,10 @@ def _swab_rules(release: str) -> dict:
 
 
 def absent(name: str, release: str | None = None) -> str | None:
-    """Why Lustre `release` cannot decode structure `name` (it has no such structure), or None."""
+    """Why structure `name` has no layout for Lustre `release`, or None.  The release's table
+    holds what its wiretest.c asserts and, for the structures the `structs` capability
+    certifies, what its headers declare (tools/gen_release_facts.py): a structure missing from
+    it is one the release does not have, or one outside what the suite certifies."""
     release = release_key(release)
     try:
         current = canonical(name)
@@ -247,7 +225,7 @@ def absent(name: str, release: str | None = None) -> str | None:
         return None
     if current in view(release)["structs"]:
         return None
-    return f"Lustre {release} has no struct {current}"
+    return f"the layout table of Lustre {release} (spec/releases/{release}.json) has no struct {current}"
 
 
 def reads_otherwise(name: str, release: str | None = None) -> bool:
