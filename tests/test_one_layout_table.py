@@ -28,14 +28,15 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _is_layouts_load(call: ast.Call) -> bool:
     f = call.func
-    return isinstance(f, ast.Attribute) and f.attr == "load" and isinstance(f.value, ast.Name) and f.value.id == "layouts"
+    return isinstance(f, ast.Attribute) and f.attr in ("load", "view") and isinstance(f.value, ast.Name) \
+        and f.value.id == "layouts"
 
 
 def table_openings(path) -> list[str]:
     """What in a module opens a layout table itself: a call given the name layouts.json
     (joinpath, open, Path ...), or the "structs" member taken straight from a loaded file or facts table
     (`facts()["structs"]`, `json.loads(...)["structs"]`, `....get("structs")`), anything but
-    `layouts.load(...)["structs"]`."""
+    `layouts.load(...)["structs"]` or `layouts.view(...)["structs"]` (a release's table in today's names)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     docs = _docstrings(tree)
     found = []

@@ -30,16 +30,18 @@ HAND_WRITTEN = {"obdo", "ost_body", "ost_id", "lu_fid", "mdt_body", "obd_connect
                 "obd_uuid", "lustre_handle"}
 
 
-def pattern(name: str) -> bytes:
-    size = S.size(name)
+def pattern(name: str, release: str | None = None) -> bytes:
+    """The running-counter bytes of a structure, laid out by the default release's table or
+    (tools/gen_struct_releases.py) by another release's."""
+    size = S.size(name, release)
     data = bytearray((i % 251) + 1 for i in range(size))
     covered = bytearray(size)
-    for leaf in S.leaves(name):
+    for leaf in S.leaves(name, release):
         covered[leaf.offset:leaf.offset + leaf.size * (leaf.count or 1)] = b"\1" * (leaf.size * (leaf.count or 1))
     for i in range(size):
         if not covered[i]:
             data[i] = 0          # bytes no field names (alignment holes) are zero, as an encoder writes them
-    for leaf in S.leaves(name):
+    for leaf in S.leaves(name, release):
         if leaf.kind == "char" and leaf.first_view:
             n = leaf.count
             data[leaf.offset:leaf.offset + n] = bytes(0x61 + (leaf.offset + i) % 26 for i in range(n - 1)) + b"\0"

@@ -39,7 +39,8 @@ def _describe(param):
         out = {"id": param.id, "verdict": param.verdict, "errno": list(param.errno),
                "expect": release.view(param.expect)}
         if param.op == "decode_struct":
-            out["not_applicable"] = release.struct_differs(param.struct)
+            out["not_applicable"] = release.struct_not_applicable(param)
+            out["data"] = hashlib.sha256(param.data).hexdigest()
         return out
     if isinstance(param, (tuple, list)):
         ids = "+".join(p.id for p in param if isinstance(p, Vector))
