@@ -22,7 +22,7 @@ wiretest.c, headers and pack_generic.c), the override gives:
 
 A structure a release lacks gets no override: its cases are not applicable under that
 release.  Field names are today's (docs/testee-protocol.md section 3.1).  Values are computed
-here by the suite's own structure walker (harness/verdicts/structs.py), never by an
+here by the suite's own structure walker (spec/structs.py), never by an
 implementation under test.  `--check` exits 1 when the committed file is stale (the
 project's tests run it).
 """
@@ -39,7 +39,7 @@ import regen  # noqa: E402
 import gen_struct_vectors  # noqa: E402
 
 from ptlrpc_conformance.harness.data import registry, vectors as V  # noqa: E402
-from ptlrpc_conformance.harness.verdicts import structs as S  # noqa: E402
+from ptlrpc_conformance.spec import structs as S  # noqa: E402
 from ptlrpc_conformance.spec import layouts  # noqa: E402
 
 OUTPUT = ROOT / "ptlrpc_conformance" / "vectors" / "structs_releases.yaml"

@@ -244,7 +244,9 @@ def reads_otherwise(name: str, release: str | None = None) -> bool:
         if n in seen:
             continue
         seen.add(n)
-        if mine.get(n) is not base[n] or rules.get(n) != base_rules.get(n):
+        # compared by content, not identity: view() keeps the default's own entry where the
+        # release lays a structure out alike, but a cleared cache makes new objects
+        if n not in mine or _shape(mine[n]) != _shape(base[n]) or rules.get(n) != base_rules.get(n):
             return True
         todo += [f["type"][len("struct "):] for f in base[n]["fields"] if f["type"].startswith("struct ")]
     return False
