@@ -89,10 +89,24 @@ def _hang_request(line: str) -> bool:
     return req.get("op") == "decode" and data[16:24] == "00000000" and len(data) > 64
 
 
+# Python turns SIGINT into KeyboardInterrupt only when the signal is at its default action as
+# the program starts: a program started with SIGINT ignored (or blocked) keeps it so, and its
+# run goes on to the end with a complete report.  A test run started as a background job of a
+# shell without job control (`.ci/run &`, `nohup ... &`) passes SIGINT on ignored, through pytest
+# and its xdist workers, to every command line a test starts.  The command lines these tests
+# interrupt start through this prologue, which gives SIGINT its default action back and then
+# becomes the command (same process): they test the command line's Ctrl-C, whatever the way
+# the tests themselves were started.
+INTERRUPTIBLE = [sys.executable, "-c",
+                 "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                 "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
+
+
 def _interrupted_run(tmp_path, iut, predicate):
     env = dict(os.environ, PYTHONPATH=str(TESTS))
     out, log = tmp_path / "out", tmp_path / "io.log"
-    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance.cli", "--iut", iut,
+    proc = subprocess.Popen([*INTERRUPTIBLE, "-m", "ptlrpc_conformance.cli", "--iut", iut,
                              "--iut-timeout", "60", "--out", str(out), "--io-log", str(log), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     try:
@@ -103,6 +117,23 @@ def _interrupted_run(tmp_path, iut, predicate):
         if proc.poll() is None:
             proc.kill()
     return proc, stdout, stderr, out
+
+
+def test_the_interrupted_command_lines_get_ctrl_c_back_whatever_the_tests_inherited():
+    """Started from a process that ignores and blocks SIGINT (as a background job does), a
+    Python program keeps no KeyboardInterrupt (a Ctrl-C would be lost, the run would end
+    complete); started through INTERRUPTIBLE it has Python's own Ctrl-C handler."""
+    parent = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}); "
+              "sys.exit(subprocess.run(sys.argv[1:]).returncode)")
+    probe = ("import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, "
+             "signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ()))")
+    plain = subprocess.run([sys.executable, "-c", parent, sys.executable, "-c", probe],
+                           capture_output=True, text=True, timeout=120)
+    started = subprocess.run([sys.executable, "-c", parent, *INTERRUPTIBLE, "-c", probe],
+                             capture_output=True, text=True, timeout=120)
+    assert plain.stdout.split() == ["False", "True"], plain.stdout + plain.stderr    # a Ctrl-C is lost
+    assert started.stdout.split() == ["True", "False"], started.stdout + started.stderr
 
 
 def test_ctrl_c_at_the_first_case_gives_an_incomplete_report(tmp_path, hostile):
