@@ -103,14 +103,19 @@ INTERRUPTIBLE = [sys.executable, "-c",
                  "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
 
 
-def _interrupted_run(tmp_path, iut, predicate):
-    env = dict(os.environ, PYTHONPATH=str(TESTS))
+def _interrupted_run(tmp_path, iut, predicate=None, wait=None):
+    """Run the command line and send it SIGINT once the io-log has a line satisfying
+    `predicate`, or once `wait(proc)` returns (another observable event)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     out, log = tmp_path / "out", tmp_path / "io.log"
     proc = subprocess.Popen([*INTERRUPTIBLE, "-m", "ptlrpc_conformance.cli", "--iut", iut,
                              "--iut-timeout", "60", "--out", str(out), "--io-log", str(log), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     try:
-        _wait_for_line(log, predicate, proc)
+        if wait is not None:
+            wait(proc)
+        else:
+            _wait_for_line(log, predicate, proc)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:
@@ -144,6 +149,43 @@ def test_ctrl_c_at_the_first_case_gives_an_incomplete_report(tmp_path, hostile):
     report = json.loads((out / "report.json").read_text())
     assert report["incomplete"] is True and report["incomplete_reason"]
     assert report["summary"]["total"] < 500
+
+
+def test_ctrl_c_while_the_iut_starts_gives_an_incomplete_report(tmp_path, hostile):
+    """A Ctrl-C while the command line waits for the IUT's hello (its preflight, before
+    pytest starts): report.json, marked incomplete, no case run, exit status 1."""
+    pids = tmp_path / "pids"
+
+    def testee_started(proc):
+        deadline = time.monotonic() + 300
+        while not (pids.exists() and pids.read_text().endswith("\n")):
+            assert proc.poll() is None and time.monotonic() < deadline, f"the testee never started (exit {proc.poll()})"
+            time.sleep(0.05)
+
+    proc, stdout, stderr, out = _interrupted_run(tmp_path, hostile(f"hellohang {tmp_path}"), wait=testee_started)
+    assert proc.returncode == 1, stdout.decode()[-2000:] + stderr.decode()[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["incomplete"] is True and report["incomplete_reason"] == "interrupted before the first case"
+    assert report["summary"]["total"] == 0 and report["iut"]["start_failure"] is None
+    assert report["exit_status"] == 1 and report["level"]["status"] == "incomplete"
+    assert "the report is marked incomplete" in stderr.decode()
+    assert stdout.decode().rstrip().endswith("exit status: 1")
+
+
+def test_ctrl_c_as_pytest_starts_gives_an_incomplete_report(tmp_path, hostile):
+    """A Ctrl-C right after the line that says what is certified: pytest and its plugins are
+    loading, or the first cases run; either way report.json is marked incomplete."""
+    def certifying_line(proc):
+        for line in proc.stdout:
+            if line.startswith(b"ptlrpc-conformance: certifying "):
+                return
+        raise AssertionError(f"the run never said what it certifies (exit {proc.wait()})")
+
+    proc, stdout, stderr, out = _interrupted_run(tmp_path, hostile("ok"), wait=certifying_line)
+    assert proc.returncode == 1, stdout.decode()[-2000:] + stderr.decode()[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["incomplete"] is True and report["incomplete_reason"]
+    assert report["summary"]["total"] < 500 and report["exit_status"] == 1
 
 
 def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
