@@ -7,6 +7,7 @@ import sys
 import time
 from importlib import resources
 
+import pytest
 import xmlschema
 
 from conftest import TESTS
@@ -203,6 +204,33 @@ def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
     interrupted = [c for c in report["cases"] if c["verdict"] == "interrupted"]
     assert summary["interrupted"] == len(interrupted) == 1, summary
     assert stdout.decode().rstrip().endswith("exit status: 1")
+
+
+def test_a_ctrl_c_where_python_keeps_no_line_number_gives_an_incomplete_report(pytester, tmp_path):
+    """Python 3.11 can leave a KeyboardInterrupt's traceback with an entry without a line
+    number (tb_lineno None, an instruction the compiler gave no line); pytest's terminal
+    reporter failed on it with a TypeError while noting the interruption, before pytest
+    recorded it, so the session ended as if it had passed: report.json not marked incomplete
+    and a crash (the CI failure of the Ctrl-C test: exit 1, a complete-looking report).  The
+    interruption is raised here with such an entry."""
+    pytester.makepyfile(test_stop="""
+        import types
+
+        def test_interrupted():
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as e:
+                frame = e.__traceback__.tb_frame
+            # an instruction address past the code's end: Python finds no line for it
+            raise KeyboardInterrupt().with_traceback(types.TracebackType(None, frame, 10 ** 6, -1))
+    """)
+    report = tmp_path / "report.json"
+    result = pytester.runpytest_subprocess("--conformance-report", str(report), "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    doc = json.loads(report.read_text())
+    assert doc["incomplete"] is True and doc["incomplete_reason"] == "interrupted"
+    assert doc["exit_status"] == pytest.ExitCode.INTERRUPTED
+    assert "TypeError" not in result.stderr.str() and "KeyboardInterrupt" in result.stdout.str()
 
 
 def test_smoke_check_failures_are_reported(run_cli, hostile):
