@@ -59,6 +59,8 @@ def _certify(args) -> int:
     except registry.RegistryError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE
+    out = pathlib.Path(args.out)
+    report_path = out / "report.json"
     try:
         load_all(args.vectors)
         if args.vectors:                    # their scenarios too (the bundled ones are the suite's)
@@ -67,8 +69,8 @@ def _certify(args) -> int:
     except VectorError as e:
         print("ptlrpc-conformance: vector files have problems:\n  " + "\n  ".join(e.problems), file=sys.stderr)
         return EXIT_USAGE
-    out = pathlib.Path(args.out)
-    report_path = out / "report.json"
+    except KeyboardInterrupt:       # from here on, a Ctrl-C gives a report marked incomplete
+        return _start_failure(args, report_path, EXIT_FAIL, None)
     try:
         status, adapter = iut_preflight(args.iut, args.iut_timeout)
     except KeyboardInterrupt:       # the testee started by then is killed at exit (exec.py)
