@@ -263,6 +263,30 @@ def _suite_bug(item, excinfo) -> bool:
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_keyboard_interrupt(excinfo):
+    """A Ctrl-C is recorded whatever pytest makes of its traceback.  Python 3.11 leaves the
+    traceback entry of an instruction the compiler gave no line number (tb_lineno None) where
+    the signal can land; pytest's terminal reporter fails on it with a TypeError while it notes
+    the interruption, and that error left pytest's session before pytest recorded the
+    interruption (main.wrap_session): the session ended with exit status 0, report.json was
+    not marked incomplete, and the command line ended in a traceback.  Such entries are left
+    out of the traceback shown; any other failure of that note is said in one line."""
+    def has_line(entry) -> bool:
+        try:
+            return entry.lineno is not None
+        except TypeError:
+            return False
+    if not all(has_line(entry) for entry in excinfo.traceback):
+        excinfo.traceback = excinfo.traceback.filter(has_line)
+    try:
+        return (yield)
+    except Exception as e:
+        sys.stderr.write(f"ptlrpc-conformance: pytest could not show where the run was interrupted: "
+                         f"{type(e).__name__}: {e}\n")
+        return None
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A case the suite's own code broke gets the verdict `error (suite)` (report.py): charged
     to no requirement, its traceback kept, and said to be the suite's bug."""

@@ -7,6 +7,7 @@ import sys
 import time
 from importlib import resources
 
+import pytest
 import xmlschema
 
 from conftest import TESTS
@@ -89,20 +90,56 @@ def _hang_request(line: str) -> bool:
     return req.get("op") == "decode" and data[16:24] == "00000000" and len(data) > 64
 
 
-def _interrupted_run(tmp_path, iut, predicate):
-    env = dict(os.environ, PYTHONPATH=str(TESTS))
+# Python turns SIGINT into KeyboardInterrupt only when the signal is at its default action as
+# the program starts: a program started with SIGINT ignored (or blocked) keeps it so, and its
+# run goes on to the end with a complete report.  A test run started as a background job of a
+# shell without job control (`.ci/run &`, `nohup ... &`) passes SIGINT on ignored, through pytest
+# and its xdist workers, to every command line a test starts.  The command lines these tests
+# interrupt start through this prologue, which gives SIGINT its default action back and then
+# becomes the command (same process): they test the command line's Ctrl-C, whatever the way
+# the tests themselves were started.
+INTERRUPTIBLE = [sys.executable, "-c",
+                 "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                 "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                 "os.execv(sys.executable, [sys.executable] + sys.argv[1:])"]
+
+
+def _interrupted_run(tmp_path, iut, predicate=None, wait=None):
+    """Run the command line and send it SIGINT once the io-log has a line satisfying
+    `predicate`, or once `wait(proc)` returns (another observable event)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     out, log = tmp_path / "out", tmp_path / "io.log"
-    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance.cli", "--iut", iut,
+    proc = subprocess.Popen([*INTERRUPTIBLE, "-m", "ptlrpc_conformance.cli", "--iut", iut,
                              "--iut-timeout", "60", "--out", str(out), "--io-log", str(log), "-q"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     try:
-        _wait_for_line(log, predicate, proc)
+        if wait is not None:
+            wait(proc)
+        else:
+            _wait_for_line(log, predicate, proc)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
     return proc, stdout, stderr, out
+
+
+def test_the_interrupted_command_lines_get_ctrl_c_back_whatever_the_tests_inherited():
+    """Started from a process that ignores and blocks SIGINT (as a background job does), a
+    Python program keeps no KeyboardInterrupt (a Ctrl-C would be lost, the run would end
+    complete); started through INTERRUPTIBLE it has Python's own Ctrl-C handler."""
+    parent = ("import signal, subprocess, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+              "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT}); "
+              "sys.exit(subprocess.run(sys.argv[1:]).returncode)")
+    probe = ("import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler, "
+             "signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ()))")
+    plain = subprocess.run([sys.executable, "-c", parent, sys.executable, "-c", probe],
+                           capture_output=True, text=True, timeout=120)
+    started = subprocess.run([sys.executable, "-c", parent, *INTERRUPTIBLE, "-c", probe],
+                             capture_output=True, text=True, timeout=120)
+    assert plain.stdout.split() == ["False", "True"], plain.stdout + plain.stderr    # a Ctrl-C is lost
+    assert started.stdout.split() == ["True", "False"], started.stdout + started.stderr
 
 
 def test_ctrl_c_at_the_first_case_gives_an_incomplete_report(tmp_path, hostile):
@@ -113,6 +150,43 @@ def test_ctrl_c_at_the_first_case_gives_an_incomplete_report(tmp_path, hostile):
     report = json.loads((out / "report.json").read_text())
     assert report["incomplete"] is True and report["incomplete_reason"]
     assert report["summary"]["total"] < 500
+
+
+def test_ctrl_c_while_the_iut_starts_gives_an_incomplete_report(tmp_path, hostile):
+    """A Ctrl-C while the command line waits for the IUT's hello (its preflight, before
+    pytest starts): report.json, marked incomplete, no case run, exit status 1."""
+    pids = tmp_path / "pids"
+
+    def testee_started(proc):
+        deadline = time.monotonic() + 300
+        while not (pids.exists() and pids.read_text().endswith("\n")):
+            assert proc.poll() is None and time.monotonic() < deadline, f"the testee never started (exit {proc.poll()})"
+            time.sleep(0.05)
+
+    proc, stdout, stderr, out = _interrupted_run(tmp_path, hostile(f"hellohang {tmp_path}"), wait=testee_started)
+    assert proc.returncode == 1, stdout.decode()[-2000:] + stderr.decode()[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["incomplete"] is True and report["incomplete_reason"] == "interrupted before the first case"
+    assert report["summary"]["total"] == 0 and report["iut"]["start_failure"] is None
+    assert report["exit_status"] == 1 and report["level"]["status"] == "incomplete"
+    assert "the report is marked incomplete" in stderr.decode()
+    assert stdout.decode().rstrip().endswith("exit status: 1")
+
+
+def test_ctrl_c_as_pytest_starts_gives_an_incomplete_report(tmp_path, hostile):
+    """A Ctrl-C right after the line that says what is certified: pytest and its plugins are
+    loading, or the first cases run; either way report.json is marked incomplete."""
+    def certifying_line(proc):
+        for line in proc.stdout:
+            if line.startswith(b"ptlrpc-conformance: certifying "):
+                return
+        raise AssertionError(f"the run never said what it certifies (exit {proc.wait()})")
+
+    proc, stdout, stderr, out = _interrupted_run(tmp_path, hostile("ok"), wait=certifying_line)
+    assert proc.returncode == 1, stdout.decode()[-2000:] + stderr.decode()[-2000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["incomplete"] is True and report["incomplete_reason"]
+    assert report["summary"]["total"] < 500 and report["exit_status"] == 1
 
 
 def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
@@ -130,6 +204,33 @@ def test_ctrl_c_writes_a_partial_report_marked_incomplete(tmp_path, hostile):
     interrupted = [c for c in report["cases"] if c["verdict"] == "interrupted"]
     assert summary["interrupted"] == len(interrupted) == 1, summary
     assert stdout.decode().rstrip().endswith("exit status: 1")
+
+
+def test_a_ctrl_c_where_python_keeps_no_line_number_gives_an_incomplete_report(pytester, tmp_path):
+    """Python 3.11 can leave a KeyboardInterrupt's traceback with an entry without a line
+    number (tb_lineno None, an instruction the compiler gave no line); pytest's terminal
+    reporter failed on it with a TypeError while noting the interruption, before pytest
+    recorded it, so the session ended as if it had passed: report.json not marked incomplete
+    and a crash (the CI failure of the Ctrl-C test: exit 1, a complete-looking report).  The
+    interruption is raised here with such an entry."""
+    pytester.makepyfile(test_stop="""
+        import types
+
+        def test_interrupted():
+            try:
+                raise KeyboardInterrupt
+            except KeyboardInterrupt as e:
+                frame = e.__traceback__.tb_frame
+            # an instruction address past the code's end: Python finds no line for it
+            raise KeyboardInterrupt().with_traceback(types.TracebackType(None, frame, 10 ** 6, -1))
+    """)
+    report = tmp_path / "report.json"
+    result = pytester.runpytest_subprocess("--conformance-report", str(report), "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.INTERRUPTED, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    doc = json.loads(report.read_text())
+    assert doc["incomplete"] is True and doc["incomplete_reason"] == "interrupted"
+    assert doc["exit_status"] == pytest.ExitCode.INTERRUPTED
+    assert "TypeError" not in result.stderr.str() and "KeyboardInterrupt" in result.stdout.str()
 
 
 def test_smoke_check_failures_are_reported(run_cli, hostile):

@@ -10,10 +10,10 @@ import sys
 
 from ptlrpc_conformance.cli.common import could_not_start, iut_preflight, suites_args
 from ptlrpc_conformance.cli.matrix import certify_matrix, matrix_profiles
-from ptlrpc_conformance.cli.session import Observer, conclude_run, run_session
+from ptlrpc_conformance.cli.session import Observer, conclude_run, report_mtime, run_session
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.data import registry
-from ptlrpc_conformance.harness.options import EXIT_IUT, EXIT_OK, EXIT_USAGE, Parser
+from ptlrpc_conformance.harness.options import EXIT_FAIL, EXIT_IUT, EXIT_OK, EXIT_USAGE, Parser
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError
 from ptlrpc_conformance.harness.transport.loader import smoke_check
 
@@ -59,6 +59,8 @@ def _certify(args) -> int:
     except registry.RegistryError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE
+    out = pathlib.Path(args.out)
+    report_path = out / "report.json"
     try:
         load_all(args.vectors)
         if args.vectors:                    # their scenarios too (the bundled ones are the suite's)
@@ -67,9 +69,12 @@ def _certify(args) -> int:
     except VectorError as e:
         print("ptlrpc-conformance: vector files have problems:\n  " + "\n  ".join(e.problems), file=sys.stderr)
         return EXIT_USAGE
-    out = pathlib.Path(args.out)
-    report_path = out / "report.json"
-    status, adapter = iut_preflight(args.iut, args.iut_timeout)
+    except KeyboardInterrupt:       # from here on, a Ctrl-C gives a report marked incomplete
+        return _start_failure(args, report_path, EXIT_FAIL, None)
+    try:
+        status, adapter = iut_preflight(args.iut, args.iut_timeout)
+    except KeyboardInterrupt:       # the testee started by then is killed at exit (exec.py)
+        return _start_failure(args, report_path, EXIT_FAIL, None)
     if status == EXIT_IUT:
         return _start_failure(args, report_path, status, adapter)
     if status is not None:
@@ -80,27 +85,40 @@ def _certify(args) -> int:
     except IUTStartError as e:
         adapter.close()
         return _start_failure(args, report_path, *could_not_start(e))
+    except KeyboardInterrupt:
+        adapter.close()
+        return _start_failure(args, report_path, EXIT_FAIL, None, hello.as_dict())
     adapter.close()
-    print(f"ptlrpc-conformance: certifying {hello.name} {hello.version} ({args.iut}); "
-          f"capabilities: {', '.join(sorted(hello.capabilities)) or 'none'}", flush=True)
-    for line in options.capability_warnings(hello):
-        print(f"ptlrpc-conformance: {line}", flush=True)
+    before = report_mtime(report_path)
+    try:
+        print(f"ptlrpc-conformance: certifying {hello.name} {hello.version} ({args.iut}); "
+              f"capabilities: {', '.join(sorted(hello.capabilities)) or 'none'}", flush=True)
+        for line in options.capability_warnings(hello):
+            print(f"ptlrpc-conformance: {line}", flush=True)
 
-    if profiles is not None:
-        return certify_matrix(args, profiles, hello, smoke)
-    return run_session(args, out, hello, smoke)
+        if profiles is not None:
+            return certify_matrix(args, profiles, hello, smoke)
+        return run_session(args, out, hello, smoke)
+    except KeyboardInterrupt:       # before pytest's session began: pytest and its plugins loading
+        if report_mtime(report_path) != before:
+            raise                   # the run's report is written (and says what was interrupted)
+        return _start_failure(args, report_path, EXIT_FAIL, None, hello.as_dict(), smoke)
 
 
-def _start_failure(args, report_path: pathlib.Path, status: int, why: str) -> int:
-    """The IUT could not start: report.json says so (`iut.start_failure`), no case ran."""
+def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None, hello: dict | None = None,
+                   smoke=None) -> int:
+    """The IUT could not start: report.json says so (`iut.start_failure`), no case ran.  With
+    no `why`: a Ctrl-C before the first case (while the IUT or pytest started); report.json
+    says the run is incomplete, as after a Ctrl-C during the cases."""
     from ptlrpc_conformance.harness.outputs import report as report_module   # +60 ms
     given = {o.config_dest: getattr(args, o.dest) for o in options.certify_options() if o.pytest}
-    profile = registry.profile(args.profile).name
+    profiles = matrix_profiles(args.profile)        # a release matrix's report names its newest release
+    profile = profiles[-1] if profiles else registry.profile(args.profile).name
     doc = report_module.start_failure_document(
         iut_spec=args.iut, message=why, exit_status=status, profile=profile, seed=args.seed,
         user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}),
         selected=report_module.selection(args.area, args.case, args.requirement, args.keyword, None, args.level),
-        ignore_errno_class=bool(args.ignore_errno_class))
+        ignore_errno_class=bool(args.ignore_errno_class), hello=hello, smoke=smoke)
     report_module.write(doc, report_path)
     return conclude_run(report_path, status)
 

@@ -121,18 +121,22 @@ def run_session(args, out: pathlib.Path, hello, smoke, conclude: bool = True) ->
         # (ms each), and waits.  `worksteal` moves cases to the idle worker at the end.
         pargs += ["--dist", "worksteal"]
     observer = Observer(failing_lines=not (args.verbose or args.quiet), preflight=(hello.as_dict(), smoke))
-    before = _mtime(report_path)
+    before = report_mtime(report_path)
     rc = int(pytest.main(pargs, plugins=[observer]))
+    if rc == pytest.ExitCode.INTERRUPTED and report_mtime(report_path) == before:
+        # a Ctrl-C before pytest's session began (its report is written when the session
+        # ends): the caller writes the report of a run interrupted before its first case
+        raise KeyboardInterrupt
     status = _exit_status(rc, observer)
     if rc == pytest.ExitCode.NO_TESTS_COLLECTED:
         print(f"exit status: {status}", flush=True)     # no verdict block: there is nothing to judge
         return status
     if not conclude:
         return status
-    return conclude_run(report_path if _mtime(report_path) != before else None, status)
+    return conclude_run(report_path if report_mtime(report_path) != before else None, status)
 
 
-def _mtime(path: pathlib.Path) -> int | None:
+def report_mtime(path: pathlib.Path) -> int | None:
     try:
         return path.stat().st_mtime_ns
     except OSError:

@@ -18,6 +18,7 @@ usage: hostile.py MODE [N]
   othercaps DIR  exit(7) on that message like crash; every start after the first (a file in
             DIR says which) declares other capabilities; each start appends its pid to DIR/pids
   stderr    write 1 MiB to stderr before every answer (must never block the harness)
+  hellohang DIR  append its pid to DIR/pids, then never answer, not even the hello
   nohello   answer hello with protocol 2
   silent    exit at once without reading anything
   acceptsall  answer unknown operations as if they succeeded (breaks the protocol smoke check)
@@ -32,7 +33,7 @@ from ptlrpc_conformance.reference import make_testee
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 EXIT_AFTER = int(sys.argv[2]) if MODE == "exitafter" else None
-STATE = sys.argv[2] if MODE in ("othercaps", "gone") else None
+STATE = sys.argv[2] if MODE in ("othercaps", "gone", "hellohang") else None
 TRIGGER_MAGIC = "00000000"   # lm_magic bytes of the framing.magic.zero vector
 
 
@@ -50,6 +51,8 @@ def main():
     answered = 0
     if MODE == "gone" and restarted:
         return 0
+    if MODE == "hellohang":
+        time.sleep(3600)
     for line in sys.stdin:
         if not line.strip():
             continue

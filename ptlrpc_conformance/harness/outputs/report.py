@@ -447,18 +447,23 @@ def document(*, profile: str, seed, user_vectors, reproduce: list[str], iut: dic
     }
 
 
-def start_failure_document(*, iut_spec: str, message: str, exit_status: int, profile: str, seed,
+INTERRUPTED_BEFORE_THE_CASES = "interrupted before the first case"
+
+
+def start_failure_document(*, iut_spec: str, message: str | None, exit_status: int, profile: str, seed,
                            user_vectors, reproduce: list[str], selected: dict | None = None,
-                           ignore_errno_class: bool = False) -> dict:
-    """report.json of a certification whose IUT could not start: no case ran, the run is
-    incomplete and `iut.start_failure` says why (the command line's preflight)."""
+                           ignore_errno_class: bool = False, hello: dict | None = None, smoke=None) -> dict:
+    """report.json of a certification that ran no case, incomplete: its IUT could not start
+    (`iut.start_failure` says why, the command line's preflight), or, with no `message`, a
+    Ctrl-C came before the first case (while the IUT or pytest started)."""
+    reason = f"the IUT could not start: {message}" if message is not None else INTERRUPTED_BEFORE_THE_CASES
     doc = document(profile=profile, seed=seed, user_vectors=user_vectors, reproduce=reproduce,
-                   iut={"spec": iut_spec, "hello": None, "start_failure": message}, smoke=None,
+                   iut={"spec": iut_spec, "hello": hello, "start_failure": message}, smoke=smoke,
                    started=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), duration_s=0.0,
-                   exit_status=exit_status, incomplete=True,
-                   incomplete_reason=f"the IUT could not start: {message}", requirements={}, cases=[],
+                   exit_status=exit_status, incomplete=True, incomplete_reason=reason, requirements={}, cases=[],
+                   capabilities=(hello or {}).get("capabilities"),
                    selection=selected if selected is not None else selection(),
-                   modes=run_modes(profile, ignore_errno_class, None))
+                   modes=run_modes(profile, ignore_errno_class, hello))
     doc["reproducers"] = []
     return doc
 
