@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ptlrpc_conformance.harness.transport.adapter import DEFAULT_TIMEOUT
+from ptlrpc_conformance.harness.transport import DEFAULT_TIMEOUT
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
 EXIT_NOT_CERTIFIED = 5            # certify: a valid selection in which no MUST case applied
