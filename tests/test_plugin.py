@@ -134,7 +134,7 @@ def test_a_test_that_asks_for_a_fixture_uses_the_suite(pytester):
 
         def test_hello(iut):
             assert iut.hello.protocol == 1
-            assert "ptlrpc_conformance.harness.hooks" in sys.modules
+            assert "ptlrpc_conformance.plugin.hooks" in sys.modules
     """)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=1)

@@ -4,7 +4,7 @@ import types
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from ptlrpc_conformance.harness import hooks
+from ptlrpc_conformance.plugin import hooks
 from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
 
 OPTIONS = [f"o{i}" for i in range(12)]

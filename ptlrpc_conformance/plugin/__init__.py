@@ -13,7 +13,7 @@ A session uses the suite when
   - it collects a case of the bundled suites, a test with the `conformance` marker or a test
     that asks for one of the plugin's fixtures (`iut`, `conclude`, ...);
   - an xdist worker reports a conformance case, or a usage error, to the controller.
-Then `activate` registers harness/hooks.py, which holds the hooks of such a session: the
+Then `activate` registers plugin/hooks.py, which holds the hooks of such a session: the
 report's collector, the run limits, the IUT preflight, case ids, the selection.  The preflight
 runs only with an explicit --iut or --conformance-report (both decided at the start), the
 report is written only with --conformance-report.
@@ -21,7 +21,7 @@ report is written only with --conformance-report.
 from __future__ import annotations
 
 MARKER = "conformance"
-HOOKS = "ptlrpc_conformance.harness.hooks"        # the name the hooks module is registered under
+HOOKS = "ptlrpc_conformance.plugin.hooks"        # the hooks module, registered under its name
 FIXTURES = "ptlrpc_conformance.fixtures.core"
 SUITES = "ptlrpc_conformance.suites"
 # the fixtures whose cases pytest_generate_tests makes from the vectors (fixtures/core.py)
@@ -42,9 +42,10 @@ def pytest_configure(config):
         "markers",
         f"{MARKER}(case, requirements, area=None): a conformance case with its declared case id and the "
         "requirement ids it checks")
+    from ptlrpc_conformance.fixtures import core
     if not config.pluginmanager.has_plugin(FIXTURES):
-        from ptlrpc_conformance.fixtures import core
         config.pluginmanager.register(core, FIXTURES)
+    config.stash[core.ACTIVATE] = activate        # the fixtures that use the suite call it
     if not hasattr(config, "workerinput") and config.pluginmanager.has_plugin("xdist"):
         config.pluginmanager.register(_ControllerWatch(config), "ptlrpc_conformance.watch")
     if _asked(config):

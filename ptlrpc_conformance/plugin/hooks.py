@@ -1,9 +1,9 @@
-"""The plugin's hooks for a session that uses the suite (plugin.py registers this module then):
+"""The plugin's hooks for a session that uses the suite (plugin/__init__.py registers this module then):
 the report's collector, the run limits, the IUT preflight, case ids and requirements as user
 properties, the selection options, and what xdist's controller and workers tell each other.
 
 Importing it loads the harness (registry, options' checks, the adapter loader, the report), so
-a pytest run that never uses the suite never imports it (plugin.py says when it is used).
+a pytest run that never uses the suite never imports it (plugin/__init__.py says when it is used).
 """
 from __future__ import annotations
 
@@ -389,7 +389,7 @@ def _option_name(config, dest: str) -> str:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
     """xdist controller: the workers name options as the user did (see _option_name); the
-    plugin tells them the scheduling (plugin.py, _ControllerWatch)."""
+    plugin tells them the scheduling (plugin/__init__.py, _ControllerWatch)."""
     node.workerinput["conformance_cli"] = bool(node.config.stash.get(CLI_RUN, False))
 
 
