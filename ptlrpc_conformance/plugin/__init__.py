@@ -57,15 +57,13 @@ def activate(config, session=None):
     module, whose pytest_configure runs at once (a historic hook).  Returns the module; a
     second call does nothing more.  `session`: the session when it has started already (the
     run limits need it)."""
-    hooks = config.pluginmanager.get_plugin(HOOKS)
-    if hooks is None:
-        import importlib
-        hooks = importlib.import_module(HOOKS)
+    if config.pluginmanager.get_plugin(HOOKS) is None:
+        from ptlrpc_conformance.plugin import hooks
         config.pluginmanager.register(hooks, HOOKS)
         limits = config.pluginmanager.get_plugin("ptlrpc_conformance.limits")
         if session is not None and limits is not None:
             limits.pytest_sessionstart(session)
-    return hooks
+    return config.pluginmanager.get_plugin(HOOKS)
 
 
 def active(config) -> bool:
