@@ -35,7 +35,7 @@ def test_bench_quick_prints_every_section(tmp_path):
     text = proc.stdout
     assert "Traceback" not in text + proc.stderr
     sections = re.findall(r"^\[([a-z-]+)\]", text, re.M)
-    assert sections == ["in-process", "exec", "tshark", "suite"]
+    assert sections == ["in-process", "exec", "tshark", "suite", "plugin"]
     rate = r"[\d,]+/s"
     assert re.search(rf"^  reference \(in-process\) +{rate} +{rate}$", text, re.M)
     for label in ("echo, no decoding \\(raw pipe limit\\)", "reference \\(python -m ptlrpc_conformance.reference\\)",
@@ -50,6 +50,13 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert re.search(r"^  serial +[\d.]+ s +1 cases   \(round 1\)$", text, re.M)
     assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
     assert re.search(r"^  median serial: [\d.]+ s$", text, re.M)
+    assert re.search(r"^  start-up of the serial runs \(process start to the first case's first request\): "
+                     r"median [\d.]+ s \([\d.]+\)$", text, re.M), text
+    assert re.search(r"^  one-test project, 3 runs each: with the plugin \d+ ms, without \(-p no:ptlrpc_conformance\) "
+                     r"\d+ ms \(medians\); difference [-+]\d+ ms, spread of the runs \d+ ms: (within|more than) the noise$",
+                     text, re.M), text
+    assert re.search(r"^  import of ptlrpc_conformance.plugin \(python -X importtime, cumulative\): [\d.]+ ms; with the "
+                     r"option table and the fixtures a run registers, pytest loaded: [\d.]+ ms$", text, re.M), text
     assert re.search(r"^  two whole serial certifications at once against one after the other: [\d.]+x "
                      r"\(median of [\d.]+; about the most a perfect two-way split of this work could gain here; "
                      r"--quick: one short case, mostly start-up\)$", text, re.M), text
@@ -65,6 +72,28 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert len(workload) == 1 and workload[0]["exit_statuses"] == [0, 0, 0, 0] and workload[0]["speedup"] > 0
     assert figures["suite"]["workload_ceiling_speedup"] == workload[0]["speedup"]
     assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
+    serial = [r for r in figures["suite"]["runs"] if r["mode"] == "serial"]
+    assert 0 < serial[0]["startup_s"] < serial[0]["wall_s"] and 0 < serial[0]["startup_cpu_s"] <= serial[0]["cpu_s"]
+    assert figures["suite"]["median_startup_s"] == serial[0]["startup_s"]
+    plugin = figures["plugin_overhead"]
+    assert len(plugin["with_s"]) == len(plugin["without_s"]) == len(plugin["with_cpu_s"]) == 3
+    assert plugin["difference_ms"] == round(1000 * (plugin["median_with_s"] - plugin["median_without_s"]), 1)
+    assert plugin["within_noise"] == (abs(plugin["difference_ms"]) <= plugin["noise_ms"])
+    assert 0 < plugin["import_ms"] < plugin["registration_import_ms"]
+
+
+def test_bench_finds_the_c_example_of_a_source_checkout(tmp_path, monkeypatch):
+    """No --c-testee: the C example beside the package directory (this checkout), from any
+    working directory; under the working directory when the package has none beside it."""
+    from ptlrpc_conformance.harness.tools import bench
+    monkeypatch.chdir(tmp_path)
+    src, places = bench.c_testee_source()
+    assert src == (ROOT / "examples" / "c-testee").resolve() and src in places
+    monkeypatch.setattr(bench, "__file__", str(tmp_path / "site" / "ptlrpc_conformance" / "harness" / "tools" / "bench.py"))
+    assert bench.c_testee_source()[0] is None
+    (tmp_path / "examples" / "c-testee").mkdir(parents=True)
+    (tmp_path / "examples" / "c-testee" / "Makefile").write_text("all:\n")
+    assert bench.c_testee_source()[0] == (tmp_path / "examples" / "c-testee").resolve()
 
 
 def test_bench_skips_the_sections_whose_tools_are_missing(tmp_path):

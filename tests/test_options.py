@@ -11,6 +11,7 @@ import pytest
 from conftest import USER_VECTOR
 from ptlrpc_conformance import cli, plugin
 from ptlrpc_conformance.cli.certify import certify_parser
+from ptlrpc_conformance.plugin import hooks
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.options import DEFAULT_TIMEOUT, OPTIONS
@@ -238,6 +239,6 @@ def test_one_default_timeout():
 
 def test_no_timeout_or_profile_literal_left():
     """The default timeout and the default profile are typed nowhere else."""
-    for module in (cli, plugin, report, options):
+    for module in (cli, plugin, hooks, report, options):
         source = inspect.getsource(module)
         assert "5.0" not in source and "lustre-2.17.57" not in source, module.__name__

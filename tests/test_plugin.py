@@ -79,3 +79,77 @@ def test_a_run_of_other_tests_prints_no_verdict(pytester):
     pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == 0 and "ptlrpc-conformance verdict" not in result.stdout.str()
+
+
+# What a pytest run that never uses the suite may load of the package: the plugin, its option
+# table and its fixtures module (each fixture imports what it needs when a test asks for it).
+REGISTRATION = {"ptlrpc_conformance", "ptlrpc_conformance.plugin", "ptlrpc_conformance.harness",
+                "ptlrpc_conformance.harness.options", "ptlrpc_conformance.harness.transport",
+                "ptlrpc_conformance.fixtures", "ptlrpc_conformance.fixtures.core"}
+HEAVY = ("yaml", "hypothesis", "jsonschema", "jinja2")       # none of these is pytest's
+
+
+def _loaded(names) -> tuple[set, set]:
+    names = set(names)
+    ours = {m for m in names if m.split(".")[0] == "ptlrpc_conformance"}
+    return ours, {m for m in names if m.split(".")[0] in HEAVY}
+
+
+def test_importing_the_plugin_imports_nothing_else():
+    """The entry point's module imports no other module of the package, nor the judge, the
+    reference, the YAML or Hypothesis; not even pytest (the run has loaded it): its import
+    costs about a millisecond, which `python -X importtime` shows."""
+    import subprocess
+    code = "import sys; import ptlrpc_conformance.plugin; print('\\n'.join(sorted(sys.modules)))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    names = proc.stdout.split()
+    ours, heavy = _loaded(names)
+    assert ours == {"ptlrpc_conformance", "ptlrpc_conformance.plugin"} and not heavy
+    assert "pytest" not in names and "_pytest" not in names
+
+
+def test_a_run_of_other_tests_loads_no_part_of_the_suite(pytester):
+    """A one-test project, with and without xdist: the plugin registers its options, marker and
+    fixtures, and loads nothing else of the package (no registry, judge, reference, report)."""
+    pytester.makepyfile(test_plain="""
+        import sys
+
+        def test_ok():
+            with open("modules.txt", "w") as f:
+                f.write("\\n".join(sorted(sys.modules)))
+    """)
+    for args in ((), ("-n", "2")):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+        result.assert_outcomes(passed=1)
+        ours, heavy = _loaded((pytester.path / "modules.txt").read_text().split())
+        assert ours <= REGISTRATION and not heavy, (args, sorted(ours - REGISTRATION), sorted(heavy))
+        assert "ptlrpc-conformance verdict" not in result.stdout.str()
+
+
+def test_a_test_that_asks_for_a_fixture_uses_the_suite(pytester):
+    """No option and no marker: a test asking for `iut` starts the session's use of the suite
+    (the IUT, the judge's release, the report's collector), and passes."""
+    pytester.makepyfile(test_fixture="""
+        import sys
+
+        def test_hello(iut):
+            assert iut.hello.protocol == 1
+            assert "ptlrpc_conformance.plugin.hooks" in sys.modules
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+
+
+def test_a_worker_usage_error_reaches_the_controller(pytester):
+    """xdist: the controller collects nothing, so it learns of the suite from its workers; a
+    case id the workers find broken still ends the run as a usage error."""
+    pytester.makepyfile(test_bad="""
+        import pytest
+
+        @pytest.mark.conformance(case="Not An Id", requirements=["HDR-MAGIC-1"])
+        def test_x():
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
+    assert result.ret == 4
+    assert "does not follow the case id grammar" in result.stderr.str() + result.stdout.str()

@@ -4,7 +4,7 @@ import types
 import pytest
 from hypothesis import HealthCheck, find, given, settings
 
-from ptlrpc_conformance import plugin
+from ptlrpc_conformance.plugin import hooks
 from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
 
 OPTIONS = [f"o{i}" for i in range(12)]
@@ -72,7 +72,7 @@ def test_long_cases_lead_each_workers_run(workers):
     its share of the long cases, and every item is kept once."""
     items = [_item(f"c{i}", long=i % 7 == 3) for i in range(40)]
     long = [i.name for i in items if "conformance_examples" in i.fixturenames]
-    plugin._long_cases_first(items, workers)
+    hooks._long_cases_first(items, workers)
     assert sorted(i.name for i in items) == sorted(f"c{i}" for i in range(40))
     at, left = 0, len(items)
     for k in range(workers):

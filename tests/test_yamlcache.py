@@ -114,3 +114,33 @@ def test_a_file_level_schema_problem_is_never_remembered_as_a_pass(cache, tmp_pa
         with pytest.raises(vectors.VectorError) as e:
             vectors.load_file(bad)
         assert "area" in str(e.value)
+
+
+def test_a_computation_is_remembered_for_its_inputs_and_the_package_as_it_is(cache, monkeypatch):
+    """remember(): computed once for the same inputs; other inputs, or any change to the
+    package's files (their fingerprint), compute it again; a damaged entry is computed again."""
+    calls = []
+
+    def compute(value):
+        return lambda: calls.append(value) or {"value": value, "data": b"\x00\x01"}
+
+    assert yamlcache.remember("t", b"in", compute(1)) == {"value": 1, "data": b"\x00\x01"}
+    assert yamlcache.remember("t", b"in", compute(2)) == {"value": 1, "data": b"\x00\x01"} and calls == [1]
+    assert yamlcache.remember("t", b"other", compute(3))["value"] == 3
+    assert yamlcache.remember("u", b"in", compute(4))["value"] == 4
+    monkeypatch.setattr(yamlcache, "_fingerprint", ["a changed package"])
+    assert yamlcache.remember("t", b"in", compute(5))["value"] == 5
+    for entry in cache.glob("*.pickle"):
+        entry.write_bytes(b"\x80\x05 damaged")
+    assert yamlcache.remember("t", b"in", compute(6))["value"] == 6 and calls == [1, 3, 4, 5, 6]
+
+
+def test_the_package_fingerprint_follows_its_files(tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_text("x = 1\n")
+    monkeypatch.setattr(yamlcache, "_PACKAGE", tmp_path)
+    monkeypatch.setattr(yamlcache, "_fingerprint", [])
+    first = yamlcache.package_fingerprint()
+    assert yamlcache.package_fingerprint() == first          # once a process
+    monkeypatch.setattr(yamlcache, "_fingerprint", [])
+    (tmp_path / "m.py").write_text("x = 22\n")
+    assert yamlcache.package_fingerprint() != first

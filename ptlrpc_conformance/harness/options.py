@@ -6,7 +6,7 @@ The option table (`OPTIONS`) describes each option of a certification run once: 
 the command line and as a pytest option, type, default, help, and whether report.json's
 `reproduce` command repeats it.  Everything else is built from it: the parser of `certify` and
 `run` and the options `list`, `decode`, `requirements` and `export` share with it (cli/), the
-plugin's pytest options (plugin.py), the pytest arguments the command line passes on
+plugin's pytest options (plugin/), the pytest arguments the command line passes on
 (`pytest_args`) and the `reproduce` command (`reproduce_argv`, used by outputs/report.py).
 
 The checks of a run's inputs before its first case (where the report goes, the vector files,
@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from ptlrpc_conformance.harness.transport.adapter import DEFAULT_TIMEOUT
+from ptlrpc_conformance.harness.transport import DEFAULT_TIMEOUT
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
 EXIT_NOT_CERTIFIED = 5            # certify: a valid selection in which no MUST case applied

@@ -9,6 +9,11 @@ text, and a vector file that passed the schema leaves a mark named by its text a
 schema's own digest: a changed file, a changed schema or a new release of this package
 misses the cache and is read and checked again.
 
+What the suite computes from those files once they are read, the cases derived from the vectors
+(fixtures/core.py), is kept the same way (`remember`): pickled, under a name that also covers
+the computation's inputs and every file of the installed package (its path, size and time of
+change), so that any change to the code or its data computes it afresh.
+
 The cache lives in $PTLRPC_CONFORMANCE_CACHE, else $XDG_CACHE_HOME/ptlrpc-conformance, else
 ~/.cache/ptlrpc-conformance; PTLRPC_CONFORMANCE_CACHE=off turns it off.  It is only ever a
 shortcut: a cache that cannot be read or written is ignored, never an error.  A directory
@@ -21,8 +26,10 @@ import hashlib
 import marshal
 import os
 import pathlib
+import pickle
+import sys
 import tempfile
-from typing import Any
+from typing import Any, Callable
 
 import yaml
 
@@ -85,6 +92,50 @@ def load(text: str) -> Any:
         except (OSError, ValueError):
             pass                    # read-only home, full disk, an object marshal cannot write
     return data
+
+
+_PACKAGE = pathlib.Path(__file__).resolve().parents[2]     # the ptlrpc_conformance directory
+_fingerprint: list[str] = []
+
+
+def package_fingerprint() -> str:
+    """The digest of every file of the package as it is on disk now: path, size and time of
+    last change (as Python's own bytecode cache judges a source file), computed once a process."""
+    if not _fingerprint:
+        h = hashlib.sha256()
+        for top, dirs, files in os.walk(_PACKAGE):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                try:
+                    st = os.stat(os.path.join(top, name))
+                except OSError:
+                    continue
+                h.update(f"{os.path.relpath(os.path.join(top, name), _PACKAGE)}\0{st.st_size}\0{st.st_mtime_ns}\n"
+                         .encode("utf-8", "surrogateescape"))
+        _fingerprint.append(h.hexdigest())
+    return _fingerprint[0]
+
+
+def remember(kind: str, inputs: bytes, compute: Callable[[], Any]) -> Any:
+    """compute(), or what it returned in an earlier run for the same `kind`, the same `inputs`
+    (bytes that determine the result together with the package's code and data) and the same
+    package files and Python.  The result must pickle; one that does not is just not kept."""
+    where = _usable()
+    path = None
+    if where is not None:
+        name = digest("remember", kind, sys.version, package_fingerprint(), hashlib.sha256(inputs).hexdigest())
+        path = where / f"{name}.pickle"
+        try:
+            return pickle.loads(path.read_bytes())
+        except (OSError, EOFError, ValueError, TypeError, AttributeError, ImportError, pickle.UnpicklingError):
+            pass                    # not kept yet, or unreadable: compute it
+    value = compute()
+    if path is not None:
+        try:
+            _write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        except (OSError, pickle.PicklingError, TypeError, AttributeError):
+            pass
+    return value
 
 
 def known(*parts: str) -> bool:

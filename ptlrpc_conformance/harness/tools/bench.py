@@ -20,12 +20,22 @@ A benchmark, not a test: it prints figures, it judges nothing.  In one run it me
                on two CPU-bound processes at the time (on a shared machine both move); with
                --workload-ceiling also two whole serial certifications at once against one
                after the other: about the most a perfect split of this work in two could gain
+               (the medians' CPU-ceiling serial figure, `ceiling[].serial_s`, is the yardstick
+               of the serial run: `serial_ratio`); and the start-up of each serial run: from
+               the process's start to the first case's call (the first case's first request)
+  plugin       what the installed pytest plugin costs a project that does not use it: the
+               wall time of a one-test pytest project with the plugin and without it (`-p
+               no:ptlrpc_conformance`), in turn, --plugin-rounds times (medians, and their
+               spread), and the plugin module's import time (`python -X importtime`)
 
 Inputs: the valid bundled decode vectors up to 4 KiB (messages of a few hundred bytes, each
 decoded to a MESSAGE of about 1 KB; the run prints how many; the 1 MB vectors would measure
 JSON and hex throughput, not decoding), round robin.  The echo testee's fixed answer is a MESSAGE of the same size, so
 its rate is the transport's limit for these inputs.  `--quick` shortens every measurement and
 runs the suite section on one case, serially only (a smoke run; its figures mean little).
+
+The C example is built from --c-testee, else from examples/c-testee of the source checkout
+the package runs from (beside the package directory), else of the current directory.
 """
 from __future__ import annotations
 
@@ -35,6 +45,7 @@ import json
 import os
 import pathlib
 import platform
+import resource
 import shlex
 import shutil
 import statistics
@@ -46,6 +57,7 @@ import time
 from ptlrpc_conformance.harness.capture import pcap
 from ptlrpc_conformance.harness.data.vectors import load_all
 from ptlrpc_conformance.harness.options import Parser, positive_float, positive_int
+from ptlrpc_conformance.harness.tools import firstcase
 from ptlrpc_conformance.harness.transport import tshark as tshark_adapter
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter
@@ -53,6 +65,7 @@ from ptlrpc_conformance.harness.transport.loader import load_adapter
 BATCH = 256
 MAX_INPUT = 4096
 QUICK_SUITE_ARGS = ["--case", "framing.magic.zero.decode", "--examples", "1"]
+FIRST_CASE_PLUGIN = firstcase.__name__
 
 
 def _inputs() -> list[dict]:
@@ -109,6 +122,18 @@ def _rate_pair(spec: str, requests, seconds: float, timeout: float, rounds: int 
     finally:
         adapter.close()
     return row
+
+
+def c_testee_source(given: str | None = None) -> tuple[pathlib.Path | None, list[pathlib.Path]]:
+    """(the C example's source directory, the places looked at): `given`, else examples/c-testee
+    beside the package directory (a source checkout, an editable install), else under the
+    current directory; None when none of them has a Makefile (a wheel ships no examples)."""
+    if given:
+        return pathlib.Path(given), [pathlib.Path(given)]
+    package = pathlib.Path(__file__).resolve().parents[2]          # .../ptlrpc_conformance
+    places = [package.parent / "examples" / "c-testee", pathlib.Path.cwd() / "examples" / "c-testee"]
+    places = list(dict.fromkeys(p.resolve() for p in places))
+    return next((p for p in places if (p / "Makefile").is_file()), None), places
 
 
 def _build_c_testee(src: pathlib.Path) -> tuple[str | None, str | None]:
@@ -266,11 +291,18 @@ def _suite_section(quick: bool, rounds: int = 3, workload: bool = False) -> dict
                                     "skipped": "--quick (starting workers costs more than one case)"})
                 continue
             with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
-                argv = _certify_argv(tmp, "out", extra + (["-n", jobs] if jobs else []))
-                start = time.perf_counter()
-                proc = subprocess.run(argv, capture_output=True, text=True, cwd=tmp)
-                wall = time.perf_counter() - start
-                run = {"mode": label, "round": round_no, "wall_s": round(wall, 2), "exit_status": proc.returncode}
+                first_case = os.path.join(tmp, "first-case")
+                argv = _certify_argv(tmp, "out", extra + (["-n", jobs] if jobs else ["--", "-p", FIRST_CASE_PLUGIN]))
+                launched = time.time()
+                proc, wall, cpu = _timed(argv, cwd=tmp, env=dict(os.environ, **{firstcase.ENV: first_case}))
+                run = {"mode": label, "round": round_no, "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
+                       "exit_status": proc.returncode}
+                if not jobs:
+                    try:
+                        when, cpu_then = map(float, pathlib.Path(first_case).read_text().split())
+                        run["startup_s"], run["startup_cpu_s"] = round(when - launched, 3), round(cpu_then, 3)
+                    except (OSError, ValueError):
+                        run["startup_s"] = None
                 try:
                     report = json.loads(pathlib.Path(tmp, "out", "report.json").read_text())
                     run["cases"] = report["summary"]["total"]
@@ -287,13 +319,119 @@ def _suite_section(quick: bool, rounds: int = 3, workload: bool = False) -> dict
         if walls:
             medians[mode] = statistics.median(walls)
     out["median_s"] = medians
+    startups = [r["startup_s"] for r in out["runs"] if r.get("startup_s") is not None]
+    if startups:
+        out["median_startup_s"] = statistics.median(startups)
     if len(medians) == 2:
         out["speedup"] = round(medians["serial"] / medians["-n auto"], 2)
     if out["ceiling"]:
         out["ceiling_speedup"] = statistics.median(c["speedup"] for c in out["ceiling"])
+        # the serial certification against the ceiling's serial figure (its fixed loop, twice in
+        # turn): a speed of the suite that the speed of the machine at the time divides out
+        out["ceiling_serial_s"] = statistics.median(c["serial_s"] for c in out["ceiling"])
+        if "serial" in medians:
+            out["serial_ratio"] = round(medians["serial"] / out["ceiling_serial_s"], 2)
     clean = [c["speedup"] for c in out.get("workload_ceiling", ()) if not any(c["exit_statuses"])]
     if clean:       # a round whose certifications did not all pass measures something else
         out["workload_ceiling_speedup"] = statistics.median(clean)
+    return out
+
+
+# ------------------------------------------------------------------------------------
+# the plugin in a project that does not use it
+# ------------------------------------------------------------------------------------
+
+ONE_TEST = ("import sys\n\n\ndef test_one():\n"
+            "    with open('plugin-loaded', 'w') as f:\n"
+            "        f.write(str('ptlrpc_conformance.plugin' in sys.modules))\n")
+PLUGIN = "ptlrpc_conformance.plugin"
+# what a pytest run loads of the package when it does not use the suite: the plugin, the option
+# table, the fixtures (tests/test_plugin.py checks that it loads no more)
+REGISTRATION = ("ptlrpc_conformance.plugin", "ptlrpc_conformance.harness.options", "ptlrpc_conformance.fixtures.core")
+
+
+def _import_us(code: str, modules: tuple[str, ...]) -> int | None:
+    """The cumulative import time (µs, `python -X importtime`) of `modules` in a fresh process
+    running `code`: the sum of their lines' cumulative figures, a module imported while another
+    of them was being imported counted in that one's figure only."""
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-c", code], capture_output=True, text=True)
+    total, seen, inside = 0, set(), None
+    # importtime prints a module after the modules it imported, one space deeper each level:
+    # read backwards, a counted module's subtree is what follows it deeper
+    for line in reversed(proc.stderr.splitlines()):
+        parts = line.split("|")
+        if len(parts) != 3 or not parts[1].strip().isdigit():
+            continue
+        name = parts[2].strip()
+        depth = len(parts[2]) - len(parts[2].lstrip())
+        if inside is not None and depth > inside:
+            seen.add(name)
+            continue
+        inside = None
+        if name in modules and name not in seen:
+            seen.add(name)
+            total += int(parts[1])
+            inside = depth
+    return total if proc.returncode == 0 and set(modules) <= seen else None
+
+
+def _timed(argv: list[str], **kwargs) -> tuple[subprocess.CompletedProcess, float, float]:
+    """subprocess.run(argv) with its wall time and its CPU time (user and system, of the process
+    and its children): on a shared machine the CPU time moves far less than the wall time."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return proc, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def _mad(values: list[float]) -> float:
+    """The median absolute deviation from the median: the runs' spread, robust to one outlier."""
+    m = statistics.median(values)
+    return statistics.median(abs(v - m) for v in values)
+
+
+def _plugin_section(rounds: int) -> dict:
+    """A one-test project run with the plugin and with `-p no:ptlrpc_conformance`, in turn
+    (the order alternating), `rounds` times each; and the import time of the plugin module
+    alone (a fresh `python -c "import ptlrpc_conformance.plugin"`) and of what a pytest run loads
+    with it (pytest loaded first, as in a run).  The difference of the medians is the plugin's
+    cost; the spread of the runs (median absolute deviation) is the noise it is measured in."""
+    out: dict = {"project": "one test, `python -m pytest -q -p no:cacheprovider test_one.py`",
+                 "rounds": rounds, "with_s": [], "without_s": []}
+    with tempfile.TemporaryDirectory(prefix="ptlrpc-bench-") as tmp:
+        pathlib.Path(tmp, "test_one.py").write_text(ONE_TEST)
+        pathlib.Path(tmp, "pytest.ini").write_text("[pytest]\n")     # the project's own root
+        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
+        runs = (("with_s", [], "True"), ("without_s", ["-p", "no:ptlrpc_conformance"], "False"))
+        for k in range(rounds):
+            for key, extra, loaded in (runs if k % 2 == 0 else runs[::-1]):
+                proc, wall, cpu = _timed(base + extra, cwd=tmp)
+                seen = pathlib.Path(tmp, "plugin-loaded")
+                if proc.returncode != 0 or not seen.is_file() or seen.read_text() != loaded:
+                    out["skipped"] = (f"the one-test project's run {' '.join(extra) or 'with the plugin'} did not "
+                                      f"pass with the plugin {'loaded' if loaded == 'True' else 'left out'} "
+                                      f"(is the package installed, with its pytest11 entry point?): "
+                                      + (proc.stdout + proc.stderr).strip()[-300:])
+                    return out
+                seen.unlink()
+                out[key].append(round(wall, 3))
+                out.setdefault(key.replace("_s", "_cpu_s"), []).append(round(cpu, 3))
+    out["median_with_s"] = statistics.median(out["with_s"])
+    out["median_without_s"] = statistics.median(out["without_s"])
+    out["difference_ms"] = round(1000 * (out["median_with_s"] - out["median_without_s"]), 1)
+    out["noise_ms"] = round(1000 * max(_mad(out["with_s"]), _mad(out["without_s"])), 1)
+    out["within_noise"] = abs(out["difference_ms"]) <= out["noise_ms"]
+    out["difference_cpu_ms"] = round(1000 * (statistics.median(out["with_cpu_s"])
+                                             - statistics.median(out["without_cpu_s"])), 1)
+    out["noise_cpu_ms"] = round(1000 * max(_mad(out["with_cpu_s"]), _mad(out["without_cpu_s"])), 1)
+    imports = [_import_us(f"import {PLUGIN}", (PLUGIN,)) for _ in range(3)]
+    loaded = [_import_us("import pytest; import " + ", ".join(REGISTRATION), REGISTRATION) for _ in range(3)]
+    if None not in imports:
+        out["import_ms"] = round(statistics.median(imports) / 1000, 1)
+    if None not in loaded:
+        out["registration_import_ms"] = round(statistics.median(loaded) / 1000, 1)
     return out
 
 
@@ -333,11 +471,15 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
     p.add_argument("--iut", action="append", default=[], metavar="SPEC",
                    help="also measure this IUT (exec:COMMAND, python:..., ...); repeatable")
     p.add_argument("--c-testee", default=None, metavar="DIR",
-                   help="source directory of the C example testee, built with make (default examples/c-testee)")
+                   help="source directory of the C example testee, built with make (default examples/c-testee of "
+                        "the source checkout, else of the current directory)")
     p.add_argument("--tshark", default="tshark", metavar="SPEC",
                    help="the tshark adapter's --iut value (default tshark)")
     p.add_argument("--no-tshark", action="store_true", help="skip the tshark section")
     p.add_argument("--no-suite", action="store_true", help="skip the suite wall-time section")
+    p.add_argument("--no-plugin", action="store_true", help="skip the plugin section")
+    p.add_argument("--plugin-rounds", type=positive_int, default=7, metavar="N",
+                   help="runs of the one-test project with and without the plugin, each (default 7; --quick 3)")
     p.add_argument("--suite-rounds", type=positive_int, default=3, metavar="N",
                    help="certification runs of each kind in the suite section, medians reported (default 3)")
     p.add_argument("--workload-ceiling", action="store_true",
@@ -387,9 +529,12 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
     r = _rate_pair(f"exec:{py} -m ptlrpc_conformance.reference", requests, seconds, args.iut_timeout, rounds)
     r["label"] = "reference (python -m ptlrpc_conformance.reference)"
     rows.append(r)
-    src = (pathlib.Path(args.c_testee) if args.c_testee
-           else pathlib.Path(__file__).resolve().parents[2] / "examples" / "c-testee")
-    spec, why = _build_c_testee(src)
+    src, places = c_testee_source(args.c_testee)
+    if src is None:
+        spec, why = None, ("no examples/c-testee with a Makefile in " + " or ".join(str(p.parent.parent) for p in places)
+                           + " (the C example ships with a source checkout, not with the wheel; --c-testee DIR)")
+    else:
+        spec, why = _build_c_testee(src)
     if spec is None:
         rows.append({"iut": "c-testee", "label": "C example (examples/c-testee)", "skipped": why})
     else:
@@ -438,6 +583,13 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
                 print(f"  {run['mode']:<10} {run['wall_s']:>8.1f} s   {run['cases']} cases{status}   (round {run['round']})")
         for mode, wall in s["median_s"].items():
             print(f"  median {mode}: {wall:.1f} s")
+        if "median_startup_s" in s:
+            print(f"  start-up of the serial runs (process start to the first case's first request): "
+                  f"median {s['median_startup_s']:.2f} s ("
+                  + ", ".join(f"{r['startup_s']:.2f}" for r in s["runs"] if r.get("startup_s") is not None) + ")")
+        if "serial_ratio" in s:
+            print(f"  serial certification / the ceiling's serial figure ({s['ceiling_serial_s']:.2f} s, a fixed "
+                  f"pure-Python loop run twice in turn): {s['serial_ratio']:.2f}x")
         if "speedup" in s:
             print(f"  speed-up with -n auto (medians): {s['speedup']:.2f}x")
         if "ceiling_speedup" in s:
@@ -453,6 +605,27 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
                   + ("; --quick: one short case, mostly start-up)" if args.quick else ")"))
             if any(any(c["exit_statuses"]) for c in s["workload_ceiling"]):
                 print("  (a round marked failed had a certification end with a non-zero exit status: not in the median)")
+
+    print("\n[plugin] the pytest plugin in a project that does not use it")
+    if args.no_plugin:
+        result["plugin_overhead"] = {"skipped": "--no-plugin"}
+        print("  skipped: --no-plugin")
+    else:
+        rounds = min(args.plugin_rounds, 3) if args.quick else args.plugin_rounds
+        po = result["plugin_overhead"] = _plugin_section(rounds)
+        if "skipped" in po:
+            print(f"  skipped: {po['skipped']}")
+        else:
+            print(f"  one-test project, {rounds} runs each: with the plugin {1000 * po['median_with_s']:.0f} ms, "
+                  f"without (-p no:ptlrpc_conformance) {1000 * po['median_without_s']:.0f} ms (medians); "
+                  f"difference {po['difference_ms']:+.0f} ms, spread of the runs {po['noise_ms']:.0f} ms: "
+                  + ("within the noise" if po["within_noise"] else "more than the noise"))
+            print(f"  CPU time (user and system) of the same runs: difference {po['difference_cpu_ms']:+.0f} ms, "
+                  f"spread {po['noise_cpu_ms']:.0f} ms")
+            if "import_ms" in po:
+                print(f"  import of ptlrpc_conformance.plugin (python -X importtime, cumulative): {po['import_ms']:.1f} ms"
+                      + (f"; with the option table and the fixtures a run registers, pytest loaded: "
+                         f"{po['registration_import_ms']:.1f} ms" if "registration_import_ms" in po else ""))
 
     result["machine"]["load_after"] = _loadavg()
     if args.json:

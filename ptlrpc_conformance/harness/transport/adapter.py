@@ -16,9 +16,9 @@ import json
 import traceback
 from typing import Any, Sequence
 
+from ptlrpc_conformance.harness.transport import DEFAULT_TIMEOUT
 from ptlrpc_conformance.harness.transport.protocol import CAPABILITY_OF_OP, Hello, HelloError, Outcome, check_response, parse_hello
 
-DEFAULT_TIMEOUT = 5.0
 MAX_DEPTH = 64                # a response nesting arrays/objects deeper is a protocol failure
 
 

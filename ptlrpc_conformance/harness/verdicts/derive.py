@@ -30,6 +30,7 @@ and DEC-ROBUST-1.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, replace
 
 from ptlrpc_conformance import spec
@@ -147,7 +148,7 @@ def cut_regions(v: Vector) -> list[tuple[str, list[int]]]:
 def _distance(a: bytes, b: bytes) -> int:
     """The bytes in which `a` and `b` differ, position by position; a byte beyond the shorter
     one counts as differing."""
-    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+    return sum(map(operator.ne, a, b)) + abs(len(a) - len(b))      # map: a million pairs a run
 
 
 def neighbour(vector: Vector, vectors) -> Vector | None:

@@ -1,8 +1,9 @@
-"""The pytest plugin (entry point `pytest11`): options, markers, case ids, report.
+"""The plugin's hooks for a session that uses the suite (plugin/__init__.py registers this module then):
+the report's collector, the run limits, the IUT preflight, case ids and requirements as user
+properties, the selection options, and what xdist's controller and workers tell each other.
 
-Loaded into every pytest run of an environment where the package is installed, so it
-does nothing until asked: the IUT is started only by a test that uses it, the report is
-written only with --conformance-report, the preflight runs only with an explicit --iut.
+Importing it loads the harness (registry, options' checks, the adapter loader, the report), so
+a pytest run that never uses the suite never imports it (plugin/__init__.py says when it is used).
 """
 from __future__ import annotations
 
@@ -15,12 +16,10 @@ import time
 
 import pytest
 
-# All at the top: pytest_configure registers fixtures.core and the report's Collector in every
-# pytest run anyway, so a run of another project loads only gate and options more (+6 ms CPU).
 from ptlrpc_conformance.fixtures import core
-from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, expand_case_ids, requirements
 from ptlrpc_conformance.harness import options
-from ptlrpc_conformance.harness.options import BY_DEST, add_pytest_options
+from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, expand_case_ids, requirements
+from ptlrpc_conformance.harness.options import BY_DEST
 from ptlrpc_conformance.harness.outputs import gate
 from ptlrpc_conformance.harness.outputs.report import Collector
 from ptlrpc_conformance.harness.runstate import (
@@ -33,17 +32,9 @@ from ptlrpc_conformance.harness.verdicts import release
 MARKER = "conformance"
 
 
-def pytest_addoption(parser):
-    add_pytest_options(parser.getgroup("ptlrpc-conformance", "PtlRPC conformance suite"))
-
-
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        f"{MARKER}(case, requirements, area=None): a conformance case with its declared case id and the "
-        "requirement ids it checks")
-    if not config.pluginmanager.has_plugin("ptlrpc_conformance.fixtures.core"):
-        config.pluginmanager.register(core, "ptlrpc_conformance.fixtures.core")
+    """Called when this module is registered (pytest_configure is a historic hook): at the
+    start of the run, or later, when the session turns out to use the suite."""
     if not hasattr(config, "workerinput"):
         collector = Collector(config)
         config.stash[COLLECTOR] = collector
@@ -315,8 +306,8 @@ def pytest_collection_modifyitems(session, config, items):
         seen[case] = item.nodeid
         if not reqs or not all(isinstance(r, str) and REQUIREMENT_ID.match(r) for r in reqs):
             problems.append(f"{item.nodeid}: case {case} names no valid requirement ids ({reqs!r})")
-        else:
-            path, line, _ = item.location
+        elif options.marker_requirements("", case, reqs):    # the place is named only then: item.location
+            path, line, _ = item.location                         # costs about 0.1 ms an item
             problems += options.marker_requirements(f"{path}:{(line or 0) + 1}", case, reqs)
         item.extra_keyword_matches.add(case)   # so that -k selects by case id
         item.user_properties.append(("case_id", case))
@@ -421,10 +412,9 @@ def _option_name(config, dest: str) -> str:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    """xdist controller: the workers name options as the user did (see _option_name), and know
-    the scheduling (a worker's own config.option.dist is "no": see _long_cases_first)."""
+    """xdist controller: the workers name options as the user did (see _option_name); the
+    plugin tells them the scheduling (plugin/__init__.py, _ControllerWatch)."""
     node.workerinput["conformance_cli"] = bool(node.config.stash.get(CLI_RUN, False))
-    node.workerinput["conformance_dist"] = getattr(node.config.option, "dist", None)
 
 
 def _selection_problems(config, case_ids) -> list[str]:
@@ -459,7 +449,3 @@ def _select(config, items) -> None:
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
-
-
-def pytest_generate_tests(metafunc):
-    core.generate_vector_cases(metafunc)
