@@ -8,18 +8,12 @@ implementation and the suites read one and the same table of facts.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from importlib import resources
 
+from .table import facts  # noqa: F401  (spec.facts(): the facts table)
+
 LUSTRE_VERSION = "2.17.57"
-
-
-@functools.lru_cache(maxsize=1)
-def facts() -> dict:
-    """The whole facts table (constants, limits, flag tables, swab rules, message formats).
-    Structure layouts are not in it: see layout() and spec/layouts.py."""
-    return json.loads(resources.files(__name__).joinpath("facts.json").read_text(encoding="utf-8"))
 
 
 def constant(name: str) -> int:

@@ -191,9 +191,9 @@ def swab_rules(release: str | None = None) -> dict:
 
 @functools.lru_cache(maxsize=None)
 def _swab_rules(release: str) -> dict:
-    from ptlrpc_conformance import spec
     from ptlrpc_conformance.spec import releases
-    rules = copy.deepcopy(spec.facts()["swab"])
+    from ptlrpc_conformance.spec.table import facts
+    rules = copy.deepcopy(facts()["swab"])
     if release == DEFAULT_RELEASE:
         return rules
     mine, base = releases.load(release), releases.load(DEFAULT_RELEASE)
