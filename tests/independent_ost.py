@@ -1,5 +1,5 @@
 """An OST target written from docs/target-rules.md alone, independent of the bundled reference
-(reference/target.py): its own message packer and parser, its own state, and different
+(reference/target/): its own message packer and parser, its own state, and different
 choices wherever the rules allow several outcomes — so that the suite is shown to accept
 what the rules allow, not what the reference happens to do.
 

@@ -1,4 +1,4 @@
-"""The bundled reference OST target (reference/target.py): a Lustre 2.17.57 OST as its code
+"""The bundled reference OST target (reference/target/): a Lustre 2.17.57 OST as its code
 reads (ofd on an ldiskfs OSD; the functions named in comments are Lustre's).
 
 Requests are built here with the reference Codec and StructCodec and fed to `Target`
