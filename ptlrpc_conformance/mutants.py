@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import spec
-from .reference import CodecConfig, TargetConfig, make_testee
+from . import mutant_targets as mt
+from .reference import CodecConfig, make_testee
 from .reference import codec as _codec
 from .reference.structs import StructConfig
 
@@ -67,8 +68,10 @@ def _struct_mutant(changes: Callable[[StructConfig], dict]) -> Callable[[], obje
     return build
 
 
-def _target_mutant(**changes) -> Callable[[], object]:
-    return lambda: make_testee(target_config=TargetConfig().but(**changes))
+def _target_mutant(bug, **settings) -> Callable[[], object]:
+    """A target mutant: the reference target's broken subclass `bug` (mutant_targets.py), set
+    up with TargetConfig `settings`."""
+    return lambda: mt.testee(bug, **settings)
 
 
 def _checks(*, without=(), before=None, wrap=None) -> tuple:
@@ -384,96 +387,96 @@ MUTANTS: list[Mutant] = [
        _struct_mutant(lambda base: {"drop_unknown_valid_bits": True})),
     # the target: drops, ERR vs REPLY, statuses
     _m("target_replies_to_undecodable", "an undecodable request gets ERR instead of being dropped",
-       "TGT-DROP-1", T, _target_mutant(reply_to_undecodable=True)),
+       "TGT-DROP-1", T, _target_mutant(mt.RepliesToUndecodable)),
     _m("target_early_rejection_as_reply", "early rejections (-ENOTCONN, -EPROTO, ...) sent as REPLY",
-       "TGT-ERR-1", T, _target_mutant(early_rejections_as_reply=True)),
+       "TGT-ERR-1", T, _target_mutant(mt.EarlyRejectionsAsReply)),
     _m("target_handler_error_as_err", "a handler's failure (-ENOENT, -EPERM) sent as ERR",
-       "TGT-ERR-2", T, _target_mutant(handler_errors_as_err=True)),
+       "TGT-ERR-2", T, _target_mutant(mt.HandlerErrorsAsErr)),
     _m("target_punch_without_size_blocks", "OST_PUNCH without both FLSIZE and FLBLOCKS is served",
-       "TGT-ERR-2", T, _target_mutant(punch_requires_size_blocks=False)),
+       "TGT-ERR-2", T, _target_mutant(mt.PunchWithoutSizeBlocks)),
     _m("target_err_status_positive", "ERR replies carry a positive status", "TGT-ERR-3", T,
-       _target_mutant(err_status_positive=True)),
+       _target_mutant(mt.ErrStatusPositive)),
     _m("target_honours_ungranted_rdonly", "a client that asked for OBD_CONNECT_RDONLY gets -EROFS on mutable "
        "requests though the connect never granted it", "TGT-ERR-2", T,
-       _target_mutant(honour_ungranted_rdonly=True)),
+       _target_mutant(mt.HonoursUngrantedRdonly)),
     _m("target_rdonly_unenforced", "grants OBD_CONNECT_RDONLY but serves mutable requests on that export",
-       "TGT-ERR-2", T, _target_mutant(grant_rdonly=True, rdonly_unenforced=True)),
+       "TGT-ERR-2", T, _target_mutant(mt.RdonlyUnenforced, grant_rdonly=True)),
     _m("target_timeout_drop_first", "drops a pb_timeout 0 request before ptlrpc_check_req: a replay outside "
        "recovery is dropped instead of ERR -ENODEV and eviction", "RCV-OUTSIDE-1", T,
-       _target_mutant(timeout_drop_first=True)),
+       _target_mutant(mt.TimeoutDropFirst)),
     # transnos and commits
     _m("target_transno_reused", "the transno counter is not incremented: a transno issued twice",
-       "TGT-TRANSNO-1", T, _target_mutant(transno_reuse=True)),
+       "TGT-TRANSNO-1", T, _target_mutant(mt.TransnoReused)),
     _m("target_transno_on_getattr", "a successful OST_GETATTR gets a transno", "TGT-TRANSNO-2", T,
-       _target_mutant(extra_transno_opcodes=frozenset({"OST_GETATTR"}))),
+       _target_mutant(mt.TransnoOnGetattr)),
     _m("target_transno_on_failure", "a failed transaction (-ENOENT, -EPERM) still gets a transno",
-       "TGT-TRANSNO-2", T, _target_mutant(transno_on_failure=True)),
+       "TGT-TRANSNO-2", T, _target_mutant(mt.TransnoOnFailure)),
     _m("target_last_committed_backwards", "every other reply reports an older last_committed",
-       "TGT-TRANSNO-3", T, _target_mutant(last_committed_backwards=True)),
+       "TGT-TRANSNO-3", T, _target_mutant(mt.LastCommittedBackwards)),
     _m("target_last_committed_ahead", "last_committed is above the highest transno issued",
-       "TGT-TRANSNO-3", T, _target_mutant(last_committed_ahead=True)),
+       "TGT-TRANSNO-3", T, _target_mutant(mt.LastCommittedAhead)),
     # resends
     _m("target_resend_runs_again_reconstruct", "a resent request is run again (no reply reconstruction), "
        "under the profile that requires reconstruction", "TGT-RESEND-2", T,
-       _target_mutant(save_replies=False),
+       _target_mutant(mt.NoSavedReplies),
        profile="lustre-2.17.57-reconstruct"),
     _m("target_resend_new_transno", "a resend is answered with its saved reply under a new transno "
        "(half reconstructed, half run again)", "TGT-RESEND-1", T,
-       _target_mutant(resend_new_transno=True)),
+       _target_mutant(mt.ResendNewTransno)),
     _m("target_err_opc_zero", "ERR replies carry pb_opc 0 instead of the request's opcode", "TGT-REPLY-1", T,
-       _target_mutant(err_opc_zero=True)),
+       _target_mutant(mt.ErrOpcZero)),
     # connections
     _m("target_handle_in_replies", "non-connect replies carry the export cookie in pb_handle", "TGT-CONN-1", T,
-       _target_mutant(handle_in_replies=True)),
+       _target_mutant(mt.HandleInReplies)),
     _m("target_no_reconnect_flag", "a reconnect reply lacks MSG_CONNECT_RECONNECT", "TGT-CONN-1", T,
-       _target_mutant(reconnect_flag=False)),
+       _target_mutant(mt.NoReconnectFlag)),
     _m("target_no_ealready", "a reconnect with the stored pb_conn_cnt or another client handle is accepted",
-       "TGT-CONN-2", T, _target_mutant(check_ealready=False)),
+       "TGT-CONN-2", T, _target_mutant(mt.NoEalready)),
     _m("target_unknown_handle_served", "a request naming no export is served instead of -ENOTCONN",
-       "TGT-CONN-2", T, _target_mutant(check_handle=False)),
+       "TGT-CONN-2", T, _target_mutant(mt.UnknownHandleServed)),
     _m("target_stale_conn_cnt_served", "a request with a pb_conn_cnt below the export's is served",
-       "TGT-CONN-2", T, _target_mutant(check_conn_cnt=False)),
+       "TGT-CONN-2", T, _target_mutant(mt.StaleConnCntServed)),
     # objects
     _m("target_setattr_ignores_valid", "OST_SETATTR applies every attribute whatever o_valid says",
-       "TGT-OBJ-1", T, _target_mutant(setattr_ignores_valid=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.SetattrIgnoresValid)),
     _m("target_create_eexist", "OST_CREATE creates only the id it names (no precreate up to it) and answers "
-       "-EEXIST when that id exists", "TGT-OBJ-1", T, _target_mutant(create_eexist=True)),
+       "-EEXIST when that id exists", "TGT-OBJ-1", T, _target_mutant(mt.CreateEexist)),
     _m("target_create_applies_attrs", "a new object takes the times, mode and owner the create request carries",
-       "TGT-OBJ-1", T, _target_mutant(create_applies_attrs=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.CreateAppliesAttrs)),
     _m("target_zeroed_objects", "new objects get permission bits 0 instead of S_ISUID|S_ISGID|S_ISVTX|0666",
-       "TGT-OBJ-1", T, _target_mutant(zeroed_objects=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.ZeroedObjects)),
     _m("target_uid_keeps_suid", "setting an object's uid does not clear its S_ISUID bit",
-       "TGT-OBJ-1", T, _target_mutant(uid_keeps_suid=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.UidKeepsSuid)),
     _m("target_punch_sets_ids", "OST_PUNCH applies uid/gid/projid unconditionally, as OST_SETATTR does",
-       "TGT-OBJ-1", T, _target_mutant(punch_sets_ids=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.PunchSetsIds)),
     # recovery
     _m("target_replay_outside_recovery", "a replay outside recovery is executed (no -ENODEV, no eviction)",
-       "RCV-OUTSIDE-1", T, _target_mutant(replay_outside_recovery=True)),
+       "RCV-OUTSIDE-1", T, _target_mutant(mt.ReplayOutsideRecovery)),
     _m("target_replay_new_transno", "a replay is answered with a new transno instead of its own",
-       "RCV-REPLAY-1", R, _target_mutant(replay_new_transno=True)),
+       "RCV-REPLAY-1", R, _target_mutant(mt.ReplayNewTransno)),
     _m("target_replays_in_arrival_order", "replays run as they arrive, not in transno order",
-       "RCV-ORDER-1", R, _target_mutant(replay_in_transno_order=False)),
+       "RCV-ORDER-1", R, _target_mutant(mt.ReplaysInArrivalOrder)),
     _m("target_no_epoch_jump", "transnos after recovery stay in the old epoch", "RCV-EPOCH-1", R,
-       _target_mutant(epoch_jump=False)),
+       _target_mutant(mt.NoEpochJump)),
     _m("target_restart_keeps_uncommitted", "uncommitted changes survive a restart", "RCV-STATE-1", R,
-       _target_mutant(restart_keeps_uncommitted=True)),
+       _target_mutant(mt.RestartKeepsUncommitted)),
     _m("target_restart_loses_committed", "a restart loses committed changes too", "RCV-STATE-1", R,
-       _target_mutant(restart_loses_committed=True)),
+       _target_mutant(mt.RestartLosesCommitted)),
     _m("target_no_recovering_flag", "reconnects during recovery do not say MSG_CONNECT_RECOVERING", "RCV-CONN-1", R,
-       _target_mutant(recovering_flag=False)),
+       _target_mutant(mt.NoRecoveringFlag)),
     _m("target_new_client_during_recovery", "a new client is let in during recovery instead of -EBUSY",
-       "RCV-CONN-1", R, _target_mutant(busy_new_clients=False)),
+       "RCV-CONN-1", R, _target_mutant(mt.NewClientDuringRecovery)),
     _m("target_no_recovery_filter", "GETATTR and STATFS are served during recovery instead of -EAGAIN",
-       "RCV-FILTER-1", R, _target_mutant(recovery_filter=False)),
+       "RCV-FILTER-1", R, _target_mutant(mt.NoRecoveryFilter)),
     _m("target_no_vbr_check", "replays run whatever their pre-versions say (no -EOVERFLOW)", "RCV-VBR-1", R,
-       _target_mutant(vbr_check=False)),
+       _target_mutant(mt.NoVbrCheck)),
     _m("target_runs_queued_duplicate_replay", "a replay of a transno that a still-queued replay holds is queued "
-       "and run too instead of being dropped", "RCV-CLAIMED-1", R, _target_mutant(drop_claimed=False)),
+       "and run too instead of being dropped", "RCV-CLAIMED-1", R, _target_mutant(mt.RunsQueuedDuplicateReplay)),
     _m("target_claimed_always_dropped", "a replay of a transno another client already replayed is dropped "
-       "instead of run", "RCV-CLAIMED-1", R, _target_mutant(claimed_always_dropped=True)),
+       "instead of run", "RCV-CLAIMED-1", R, _target_mutant(mt.ClaimedAlwaysDropped)),
     _m("target_version_on_every_change", "every change sets the object's VBR version, not only size changes "
        "(replays with the right pre-version get -EOVERFLOW)", "RCV-VBR-1", R,
-       _target_mutant(version_on_every_change=True)),
+       _target_mutant(mt.VersionOnEveryChange)),
 ]
 
 BY_ID: dict[str, Mutant] = {m.id: m for m in MUTANTS}

@@ -26,10 +26,12 @@ class ReferenceTestee:
     def __init__(self, config: CodecConfig | None = None, name: str | None = None,
                  capabilities: tuple[str, ...] = ("decode", "encode", "structs", "target", "restart"),
                  struct_config: StructConfig | None = None, target_config: TargetConfig | None = None,
-                 unknown_op_error: str = "EOPNOTSUPP", declare_configuration: bool = False):
+                 unknown_op_error: str = "EOPNOTSUPP", declare_configuration: bool = False,
+                 target_class: type[Target] = Target):
         self.codec = Codec(config)
         self.structs = StructCodec(struct_config)
         self.target_config = target_config or TargetConfig()
+        self.target_class = target_class              # the target's class: Target, or a broken one
         self._target: Target | None = None
         if name:
             self.name = name
@@ -74,7 +76,7 @@ class ReferenceTestee:
     @property
     def target(self) -> Target:
         if self._target is None:
-            self._target = Target(self.target_config)
+            self._target = self.target_class(self.target_config)
         return self._target
 
     def target_op(self, op: str, request: dict) -> dict:
@@ -88,7 +90,7 @@ class ReferenceTestee:
                 raise CodecError("EINVAL", "request field 'client' must be a string")
             return self.target.exchange(data, xid, client)
         if op == "reset":
-            self._target = Target(self.target_config)
+            self._target = self.target_class(self.target_config)
             return {}
         if op == "restart":
             return {"last_committed": self.target.restart()}

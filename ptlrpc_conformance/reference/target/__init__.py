@@ -21,8 +21,9 @@ One module per concern, each a part of `Target`:
   state.py         the records they share (Export, Request, Reply, ...)
   ostid.py         ost_id and FID arithmetic;  constants.py  the constants, by Lustre's names
 
-Every behaviour that a broken target could get wrong is a setting of `TargetConfig`; the
-project's tests build broken targets with `TargetConfig().but(...)`, never by patching.
+`TargetConfig` sets it up as a genuine Lustre OST may be (release, configuration, the choices
+the rules allow).  Broken targets are subclasses that override one method each
+(ptlrpc_conformance/mutant_targets.py), never settings of the reference or patches.
 
 `Target.exchange(data, xid, client)` takes one request (wire bytes), the XID it travelled
 with and the name of the peer, and returns `{"data": HEX | None}` plus, when replies to

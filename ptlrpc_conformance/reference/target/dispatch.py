@@ -4,8 +4,6 @@ order of Lustre's receive path (the rows of docs/target-rules.md), handed to rec
 its handler, and its reply packed."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ... import spec
 from ...spec import releases
 from ..codec import Codec, CodecError
@@ -97,23 +95,18 @@ class Target(Connections, Recovery, Transactions, Objects):
         try:
             msg = self.codec.decode(data, "request")
         except CodecError:
-            if cfg.reply_to_undecodable:                                    # (bug)
-                return self._pack(Reply(opc=0, type=ERR, status=-spec.errno_value("EINVAL"), early=True), None)
             return None                                                      # row 1, row 2
         req = Request(xid=xid, peer=peer, msg=msg, body=msg["body"],
                       buffers=[bytes.fromhex(b) for b in msg["buffers"]], order=msg["byte_order"],
                       lm_flags=msg["header"]["lm_flags"])
         body = req.body
         no_deadline = bool(req.lm_flags & AT_SUPPORT) and body["pb_timeout"] == 0
-        if no_deadline and cfg.timeout_drop_first:                           # (bug) the old order
-            return None
         # ptlrpc_server_handle_req_in: ptlrpc_check_req runs for a request naming an export,
         # before the AT deadline is looked at
         exp = self._by_cookie(body["pb_handle"])
-        if exp is not None and body["pb_conn_cnt"] < exp.conn_cnt and cfg.check_conn_cnt:
+        if exp is not None and self._stale_connection(exp, req):
             return None                                                      # row 4
-        if (exp is not None and not self.recovering and not cfg.replay_outside_recovery
-                and (req.flags & (MSG_REPLAY | MSG_REQ_REPLAY_DONE) or req.transno)):
+        if exp is not None and not self.recovering and self._is_replay(req):
             reply = self._reject(req, "ENODEV", exp)                        # row 5
             self._evict(exp)
             return reply
@@ -122,9 +115,9 @@ class Target(Connections, Recovery, Transactions, Objects):
         if req.opc == C("OST_CONNECT"):
             return self._connect(req, exp)                                   # row 6
         if exp is None:
-            if cfg.check_handle:
+            exp = self._unknown_handle(req)
+            if exp is None:
                 return self._reject(req, "ENOTCONN", None)                  # row 7
-            exp = Export(uuid=f"anonymous:{peer}", client_handle=0, peer=peer, anonymous=True)  # (bug)
         exp.peer = peer
         last_xid = body["pb_last_xid"]
         if last_xid > exp.last_xid:
@@ -141,12 +134,33 @@ class Target(Connections, Recovery, Transactions, Objects):
         # row 12 (tgt_handle_recovery, req_can_reconstruct): the OST remembers one XID per
         # export, lcd_last_xid, the XID of its latest request that ran a transaction; that XID
         # again without MSG_RESENT / MSG_REPLAY is dropped.  Any older XID runs as a new request.
-        if xid == exp.last_trans_xid and not req.flags & (MSG_RESENT | MSG_REPLAY) and cfg.check_last_trans_xid \
-                and cfg.recovery:
+        if self._last_transaction_again(exp, req) and cfg.recovery:
             return None                 # (a target with recovery disabled never looks: tgt_handle_recovery)
         if self.recovering:
             return self._recovery_filter(exp, req, row)                      # row 11
         return self._process(exp, req)
+
+    def _stale_connection(self, exp: Export, req: Request) -> bool:
+        """Row 4 (ptlrpc_check_req): a pb_conn_cnt below the export's is from an older
+        connection; the request is dropped."""
+        return req.body["pb_conn_cnt"] < exp.conn_cnt
+
+    @staticmethod
+    def _is_replay(req: Request) -> bool:
+        """Row 5 (ptlrpc_check_req): a replay, or the end of a client's replays, or a request
+        carrying a transno: outside recovery it is refused -ENODEV and its export evicted."""
+        return bool(req.flags & (MSG_REPLAY | MSG_REQ_REPLAY_DONE) or req.transno)
+
+    def _unknown_handle(self, req: Request) -> Export | None:
+        """Row 7: the export a request naming no export is served on.  None: there is none,
+        the request is refused -ENOTCONN (tgt_request_handle)."""
+        return None
+
+    @staticmethod
+    def _last_transaction_again(exp: Export, req: Request) -> bool:
+        """Row 12 (tgt_handle_recovery, req_can_reconstruct): the XID of the export's last
+        transaction (lcd_last_xid) again, without MSG_RESENT or MSG_REPLAY."""
+        return req.xid == exp.last_trans_xid and not req.flags & (MSG_RESENT | MSG_REPLAY)
 
     # ---- processing: rows 12-17 -----------------------------------------------------------
     def _process(self, exp: Export, req: Request) -> bytes | None:
@@ -156,12 +170,10 @@ class Target(Connections, Recovery, Transactions, Objects):
         if saved is not None and req.flags & MSG_RESENT and not req.flags & MSG_REPLAY:
             # reference choice: a resend is answered from its saved reply (reconstruction, as an
             # MDT does); Lustre's OST runs it again.  A replay always runs (below).
-            if cfg.resend_new_transno and saved.transno:                        # (bug)
-                self.last_transno += 1
-                saved = replace(saved, transno=self.last_transno)
-            return self._pack(saved, exp)
-        if saved is not None and req.flags & MSG_REPLAY and cfg.replay_skips_committed:   # (bug)
-            return self._pack(saved, exp)
+            return self._reconstruct(exp, saved)
+        if saved is not None and req.flags & MSG_REPLAY and cfg.replay_skips_committed:
+            # a choice the rules allow: a committed replay answered from its saved reply
+            return self._reconstruct(exp, saved)
         if req.opc == C("OST_DISCONNECT"):
             reply = self._pack(Reply(opc=req.opc, type=REPLY, status=0), exp)
             self._evict(exp)
@@ -183,20 +195,18 @@ class Target(Connections, Recovery, Transactions, Objects):
                     return body                                              # rows 14, 15
         if row["mutable"] and self._readonly(exp):
             return self._reject(req, "EROFS", exp)                          # row 16
-        handler = getattr(self, "_h_" + row["name"].lower())
-        result = handler(exp, req, body)                                     # row 17
-        if result is None:
+        reply = self._handle(exp, req, row, body)                           # row 17
+        if reply is None:
             return None
-        reply = result
         if reply.early:                                                      # a serious error
             return self._pack(reply, exp)
-        if reply.status != 0 and cfg.handler_errors_as_err:                 # (bug)
-            reply.type = ERR
-        if row["name"] in cfg.extra_transno_opcodes and reply.status == 0 and not reply.transno:   # (bug)
-            reply.transno, _ = self._transact(exp, req, row["name"], 0, [])
-        if row["mutable"] and reply.type == REPLY and cfg.save_replies and not exp.anonymous:
-            self.saved[(exp.uuid, req.xid)] = reply
+        if row["mutable"] and reply.type == REPLY:
+            self._save(exp, req, reply)
         return self._pack(reply, exp)
+
+    def _handle(self, exp: Export, req: Request, row: dict, body: dict | None) -> Reply | None:
+        """Row 17: the opcode's handler (`_h_<opcode>`); None: no reply."""
+        return getattr(self, "_h_" + row["name"].lower())(exp, req, body)
 
     def _validate_obdo(self, req: Request, exp: Export, row: dict, body: dict) -> dict | bytes:
         """tgt_ost_body_unpack / tgt_validate_obdo: the ost_id checks, then o_oi rewritten into
@@ -219,22 +229,17 @@ class Target(Connections, Recovery, Transactions, Objects):
     def _reject(self, req: Request, errno_name: str, exp: Export | None) -> bytes:
         """An early rejection (ptlrpc_send_error): ERR unless the status keeps REPLY."""
         status = -spec.errno_value(errno_name)
-        kind = REPLY if status in self.refuse_statuses or self.config.early_rejections_as_reply else ERR
+        kind = REPLY if status in self.refuse_statuses else ERR
         return self._pack(Reply(opc=req.opc, type=kind, status=status, early=True), exp)
 
     def _pack(self, reply: Reply, exp: Export | None, connect: bool = False) -> bytes:
-        cfg = self.config
-        status = reply.status
-        if reply.type == ERR and cfg.err_status_positive:
-            status = abs(status)
-        handle = reply.handle
-        if cfg.handle_in_replies and exp is not None and not connect:
-            handle = exp.cookie
+        """The reply's wire bytes: the export's connection count and, unless the reply is an
+        early rejection, its last_committed; `connect`: the reply to a connect."""
         last_committed = 0
-        if not reply.early and exp is not None and not exp.anonymous:
+        if not reply.early and exp is not None:
             last_committed = self._reported_last_committed(exp)
-        body = {"pb_handle": handle, "pb_type": reply.type, "pb_version": MSG_VERSION, "pb_opc": 0 if reply.type == ERR and cfg.err_opc_zero else reply.opc,
-                "pb_status": status, "pb_transno": reply.transno, "pb_last_committed": last_committed,
+        body = {"pb_handle": reply.handle, "pb_type": reply.type, "pb_version": MSG_VERSION, "pb_opc": reply.opc,
+                "pb_status": reply.status, "pb_transno": reply.transno, "pb_last_committed": last_committed,
                 "pb_op_flags": reply.op_flags, "pb_conn_cnt": exp.conn_cnt if exp is not None else 0,
                 "pb_pre_versions": list(reply.pre_versions)}
         message = {"header": {"lm_flags": AT_SUPPORT}, "body": body,

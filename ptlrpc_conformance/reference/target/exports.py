@@ -36,25 +36,24 @@ class Connections:
         # target_handle_connect says MSG_CONNECT_REPLAYABLE only while OBDF_REPLAYABLE is set
         op_flags = CONNECT_REPLAYABLE if cfg.recovery else 0
         if exp is None:
-            if self.recovering and cfg.busy_new_clients:
+            if self.recovering and self._busy_during_recovery():
                 return self._reject(req, "EBUSY", None)
             exp = Export(uuid=uuid, client_handle=handle)
-            if cfg.check_ealready and conn_cnt <= exp.conn_cnt:
+            if self._already(exp, handle, conn_cnt, "new"):
                 return self._reject(req, "EALREADY", None)
             self.exports[uuid] = exp
             exp.cookie = self._new_cookie(exp)
         elif not exp.cookie:
             # remembered after a restart: Lustre rebuilt the export without a connection, so
             # this is not flagged RECONNECT; a count of 1 claims to be a new client
-            if cfg.check_ealready and (conn_cnt == 1 or conn_cnt <= exp.conn_cnt):
+            if self._already(exp, handle, conn_cnt, "remembered"):
                 return self._reject(req, "EALREADY", None)
             exp.cookie = self._new_cookie(exp)
             exp.client_handle = handle
         else:
-            if cfg.check_ealready and (handle != exp.client_handle or conn_cnt <= exp.conn_cnt):
+            if self._already(exp, handle, conn_cnt, "connected"):
                 return self._reject(req, "EALREADY", None)
-            if cfg.reconnect_flag:
-                op_flags |= CONNECT_RECONNECT
+            op_flags |= CONNECT_RECONNECT
         exp.conn_cnt = conn_cnt
         exp.peer = req.peer
         exp.last_xid = 0
@@ -67,8 +66,7 @@ class Connections:
         exp.flags2 = ocd["ocd_connect_flags2"] & cfg.connect_flags2 & self.ost_supported2 \
             if exp.flags & OBD_CONNECT_FLAGS2 else 0
         if self.recovering:
-            if cfg.recovering_flag:
-                op_flags |= CONNECT_RECOVERING
+            op_flags |= CONNECT_RECOVERING
             if not exp.in_recovery:
                 exp.in_recovery = True
                 transno = ocd["ocd_transno"]
@@ -85,6 +83,21 @@ class Connections:
         return reply
 
 
+    def _busy_during_recovery(self) -> bool:
+        """A new client while recovery runs is refused -EBUSY (target_handle_connect)."""
+        return True
+
+    @staticmethod
+    def _already(exp: Export, handle: int, conn_cnt: int, kind: str) -> bool:
+        """-EALREADY (target_handle_connect): a connect whose pb_conn_cnt is not above the
+        export's, or a reconnect from another client handle.  `kind`: the export is "new",
+        "remembered" after a restart (a count of 1 claims to be a new client) or "connected"."""
+        if kind == "connected":
+            return handle != exp.client_handle or conn_cnt <= exp.conn_cnt
+        if kind == "remembered":
+            return conn_cnt == 1 or conn_cnt <= exp.conn_cnt
+        return conn_cnt <= exp.conn_cnt
+
     def _new_cookie(self, exp: Export) -> int:
         cookie = self.next_cookie
         self.next_cookie += 1
@@ -99,10 +112,7 @@ class Connections:
     def _readonly(self, exp: Export) -> bool:
         """Row 16 (tgt_request_preprocess): refused -EROFS only on an export *granted*
         OBD_CONNECT_RDONLY, which an OST never grants (TargetConfig.grant_rdonly aside)."""
-        cfg = self.config
-        if exp.flags & OBD_CONNECT_RDONLY:
-            return not cfg.rdonly_unenforced
-        return cfg.honour_ungranted_rdonly and exp.asked_rdonly                  # (bug)
+        return bool(exp.flags & OBD_CONNECT_RDONLY)
 
     def _evict(self, exp: Export, advance: bool = True) -> None:
         """Destroy an export: its cookie is unknown from now on, its waiting requests dropped."""

@@ -3,17 +3,23 @@ they share (ofd_attr_handle_id, dt_attr_set on an ldiskfs OSD, precreated object
 from __future__ import annotations
 
 from ... import spec
-from .constants import (ERR, FID_SEQ_NORMAL, FID_SEQ_OST_MDT0, FLATIME, FLBLOCKS, FLCTIME, FLDATAVERSION,
-                        FLFLAGS, FLGID, FLGROUP, FLID, FLMODE, FLMTIME, FLOBJCOUNT, FLPROJID, FLSIZE,
-                        FLUID, GETATTR_BITS, IDIF_MAX_OID, IDS, MSG_REPLAY,
+from .constants import (ERR, FID_SEQ_NORMAL, FID_SEQ_OST_MDT0, FLBLOCKS, FLDATAVERSION, FLFLAGS, FLGROUP,
+                        FLID, FLMODE, FLOBJCOUNT, FLSIZE, GETATTR_BITS, IDIF_MAX_OID, IDS, MSG_REPLAY,
                         OBD_FL_FLUSH, OBIF_MAX_OID, OBJECT_EOF, OFD_UNSET_ATTRS_MODE, OST_MAX_PRECREATE,
-                        REPLY, SYNC_BITS, S_IALLUGO, S_IFMT, S_IFREG, S_ISGID, S_ISUID, S_ISVTX, TIMES)
+                        REPLY, SYNC_BITS, S_IALLUGO, S_IFMT, S_ISGID, S_ISUID, S_ISVTX, TIMES)
 from .ostid import _id, _is_idif, _seq, fid_key, fid_to_ostid, ostid_set_id
 from .state import Reply, Request
 
 
 class Objects:
     """The handlers of `Target` (a mix-in), one `_h_<opcode>` per opcode the OST serves."""
+
+    # the o_valid bits OST_GETATTR reports on success (besides FLID, FLGROUP, FLFLAGS, FLDATAVERSION)
+    GETATTR_BITS = GETATTR_BITS
+    # the o_valid bits OST_PUNCH requires (ofd_punch_hdl: else ERR -EPROTO)
+    PUNCH_REQUIRED = FLSIZE | FLBLOCKS
+    # the mode bit a change of each id clears (ofd_attr_handle_id)
+    ID_MODE_BITS = {"o_uid": S_ISUID, "o_gid": S_ISGID, "o_projid": S_ISVTX}
 
     def _ok(self, req: Request, status: int = 0, buffers: tuple = (), transno: int = 0,
             pre: tuple = (0, 0, 0, 0)) -> Reply:
@@ -35,7 +41,7 @@ class Objects:
         if not req.flags & MSG_REPLAY:
             return False
         pre = req.body["pb_pre_versions"][0]
-        return self.config.vbr_check and pre != 0 and pre != state.get("version", 0)
+        return pre != 0 and pre != state.get("version", 0)
 
     def _projid_refused(self, la: dict, stored: dict) -> bool:
         """An OST without project quota (TargetConfig.project_quota False, ldiskfs without the
@@ -46,17 +52,8 @@ class Objects:
     def _fresh_object(self, body: dict) -> dict:
         """A precreated object (ofd_precreate_objects): OFD_UNSET_ATTRS_MODE, owner 0, size 0,
         times 0, no version; the create request's attributes are not used."""
-        cfg = self.config
-        state = {"o_size": 0, "o_blocks": 0, "o_atime": 0, "o_mtime": 0, "o_ctime": 0,
-                 "o_mode": S_IFREG if cfg.zeroed_objects else OFD_UNSET_ATTRS_MODE,     # (bug) / Lustre
-                 "o_uid": 0, "o_gid": 0, "o_projid": 0, "version": 0}
-        if cfg.create_applies_attrs:                                         # (bug)
-            for name, bit in {**TIMES, **IDS}.items():
-                if body["o_valid"] & bit:
-                    state[name] = body[name]
-            if body["o_valid"] & FLMODE:
-                state["o_mode"] = S_IFREG | (body["o_mode"] & S_IALLUGO)
-        return state
+        return {"o_size": 0, "o_blocks": 0, "o_atime": 0, "o_mtime": 0, "o_ctime": 0,
+                "o_mode": OFD_UNSET_ATTRS_MODE, "o_uid": 0, "o_gid": 0, "o_projid": 0, "version": 0}
 
     def _handle_ids(self, la: dict, stored: dict, is_setattr: bool) -> None:
         """ofd_attr_handle_id.  `la` holds the attributes about to be set (a key per LA_ bit).
@@ -76,12 +73,9 @@ class Objects:
                                        or not self.behaviour["punch_projid"]):
                 la.pop("o_projid", None)
         mask = 0
-        if "o_uid" in la and mode & S_ISUID and not self.config.uid_keeps_suid:     # (bug) keeps it
-            mask |= S_ISUID
-        if "o_gid" in la and mode & S_ISGID:
-            mask |= S_ISGID
-        if "o_projid" in la and mode & S_ISVTX:
-            mask |= S_ISVTX
+        for name, bit in self.ID_MODE_BITS.items():
+            if name in la and mode & bit:
+                mask |= bit
         if mask:
             if "o_mode" not in la or not is_setattr:
                 la["o_mode"] = mode
@@ -118,8 +112,6 @@ class Objects:
         cfg = self.config
         lo, hi = body["_fid"]
         seq, oid = _seq(lo, hi), _id(lo, hi)
-        if cfg.create_eexist:
-            return self._create_named(exp, req, body, seq, oid)              # (bug)
         last = self.last_ids.get(seq, 0)
         reply_oi, status, transno, pre = (lo, hi), 0, 0, (0, 0, 0, 0)
         if not (seq == FID_SEQ_OST_MDT0 or seq >= FID_SEQ_NORMAL) or oid == 0:
@@ -149,17 +141,6 @@ class Objects:
             status, reply_oi = self._errno("E2BIG"), (lo, hi)
         valid = FLSIZE | (FLID | FLGROUP if status == 0 else 0)
         return self._ok(req, status, (self._body(reply_oi, valid, o_size=cfg.seq_width),), transno, pre)
-
-    def _create_named(self, exp, req, body, seq, oid):
-        """(bug) the old model: creates exactly the id named, -EEXIST if it exists."""
-        cfg = self.config
-        if (seq, oid) in self.objects:
-            return self._ok(req, self._errno("EEXIST"), (self._body(body["_fid"], FLSIZE, o_size=cfg.seq_width),))
-        effects = [((seq, oid), self._fresh_object(body)),
-                   (("LAST_ID", seq), max(oid, self.last_ids.get(seq, 0)))]
-        transno, pre = self._transact(exp, req, "OST_CREATE", 0, effects)
-        return self._ok(req, 0, (self._body(body["_fid"], FLID | FLGROUP | FLSIZE, o_size=cfg.seq_width),),
-                        transno, pre)
 
     def _h_ost_destroy(self, exp, req, body):
         """ofd_destroy_hdl: destroys the object (FLOBJCOUNT: o_misc objects from it), each in a
@@ -201,8 +182,7 @@ class Objects:
         if state is None:
             return self._ok(req, self._errno("ENOENT"), (self._body(fid, valid, o_flags=OBD_FL_FLUSH),))
         fields = {name: state[name] for name in ("o_size", "o_blocks", "o_mode", *TIMES, *IDS)}
-        bits = GETATTR_BITS & ~FLPROJID if self.config.getattr_omits_projid else GETATTR_BITS   # (bug) when set
-        return self._ok(req, 0, (self._body(fid, valid | bits | FLDATAVERSION, o_flags=OBD_FL_FLUSH,
+        return self._ok(req, 0, (self._body(fid, valid | self.GETATTR_BITS | FLDATAVERSION, o_flags=OBD_FL_FLUSH,
                                             o_data_version=state.get("version", 0), **fields),))
 
     def _fail(self, exp, req, name, errno_name, oi, valid) -> Reply:
@@ -215,7 +195,6 @@ class Objects:
         -ENOENT; the times, ids and FLMODE (all of 07777) set per bit; FLTYPE dropped; the
         special bits cleared by _handle_ids (is_setattr); a size (FLSIZE with EOF, stored as
         is) bumps the object's version.  The reply echoes what was set."""
-        cfg = self.config
         valid = body["o_valid"]
         fid = body["_fid"]
         if valid & FLSIZE and body["o_size"] != OBJECT_EOF:
@@ -227,8 +206,6 @@ class Objects:
         if self._vbr_mismatch(req, state):
             exp.vbr_failed = True
             return self._ok(req, self._errno("EOVERFLOW"), (self._body(fid, FLID | FLGROUP),))
-        if cfg.setattr_ignores_valid:                                        # (bug)
-            valid |= FLATIME | FLMTIME | FLCTIME | FLMODE | FLUID | FLGID
         bits = {**TIMES, **IDS, "o_size": FLSIZE, "o_blocks": FLBLOCKS}
         la = {name: body[name] for name, bit in bits.items() if valid & bit}
         if valid & FLMODE:
@@ -254,10 +231,9 @@ class Objects:
         the ctime (Lustre's ldiskfs keeps ctime on OST objects): before the attributes are set
         when the object grows (a carried mtime wins), after them when it shrinks (it does not);
         nothing when the size stays.  The version becomes the transno."""
-        cfg = self.config
         valid = body["o_valid"]
         fid = body["_fid"]
-        if (valid & (FLSIZE | FLBLOCKS)) != (FLSIZE | FLBLOCKS) and cfg.punch_requires_size_blocks:
+        if valid & self.PUNCH_REQUIRED != self.PUNCH_REQUIRED:
             return Reply(opc=req.opc, type=ERR, status=self._errno("EPROTO"), early=True)
         if valid & FLBLOCKS and body["o_blocks"] != OBJECT_EOF:
             return self._ok(req, self._errno("EPROTO"), (self._body(),))
@@ -270,10 +246,10 @@ class Objects:
             return self._ok(req, self._errno("EOVERFLOW"), (self._body(fid, FLID),))
         start = body["o_size"]
         # before 2.17.0 ofd_punch_hdl hands la_from_obdo the times only (punch_sets_ids)
-        taken = {**TIMES, **IDS} if self.behaviour["punch_sets_ids"] or cfg.punch_sets_ids else TIMES
+        taken = {**TIMES, **IDS} if self.behaviour["punch_sets_ids"] else TIMES
         la = {name: body[name] for name, bit in taken.items() if valid & bit}
         la["o_size"] = start
-        self._handle_ids(la, state, is_setattr=cfg.punch_sets_ids)           # (bug) when True
+        self._handle_ids(la, state, is_setattr=False)
         if self._projid_refused(la, state):
             # ldiskfs: osd_punch has set the size (the truncate runs at transaction stop, and
             # sets mtime to the ctime) before dt_attr_set fails; the transaction takes no transno

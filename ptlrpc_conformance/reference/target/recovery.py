@@ -18,31 +18,18 @@ class Recovery:
         cfg = self.config
         commit_point = self.last_committed
         lost = {t.transno for t in self.pending}
-        if cfg.restart_loses_committed:
-            self.objects, self.durable = {}, {}
-            self.last_ids, self.durable_last_ids = {}, {}
-        elif not cfg.restart_keeps_uncommitted:
-            self.objects = copy.deepcopy(self.durable)
-            self.last_ids = dict(self.durable_last_ids)
-            # tgt_server_data_init / tgt_clients_data_init: lut_last_transno restarts from the
-            # highest transno on stable storage (the commit point), not from the highest issued;
-            # a change served during recovery takes the next one (and may reuse a lost transno)
-            self.last_transno = self.last_committed
-        else:
-            self.durable = copy.deepcopy(self.objects)
-            self.durable_last_ids = dict(self.last_ids)
+        self._reload()
         self.pending = []
         self.saved = {k: r for k, r in self.saved.items() if r.transno and r.transno not in lost}
         self.cookies = {}
         remembered = {}
         for uuid, exp in self.exports.items():
-            if exp.anonymous or not cfg.recovery:       # recovery disabled: no client in last_rcvd
+            if not cfg.recovery:                        # recovery disabled: no client in last_rcvd
                 continue
-            trans_xid = exp.last_trans_xid if cfg.restart_keeps_uncommitted else exp.durable_trans_xid
             remembered[uuid] = Export(uuid=uuid, client_handle=exp.client_handle, flags=exp.flags,
                                       flags2=exp.flags2, asked_rdonly=exp.asked_rdonly, peer=exp.peer,
-                                      last_committed=exp.last_committed, committed=list(exp.committed),
-                                      last_trans_xid=trans_xid, durable_trans_xid=exp.durable_trans_xid)
+                                      last_committed=exp.last_committed, last_trans_xid=exp.durable_trans_xid,
+                                      durable_trans_xid=exp.durable_trans_xid)
         self.exports = remembered
         self.replay_queue, self.lock_queue, self.final_queue = [], [], []
         self.replayed = {}
@@ -54,6 +41,15 @@ class Recovery:
         self._advance()
         self._out = []
         return commit_point
+
+    def _reload(self) -> None:
+        """What a restart finds on stable storage: the committed objects and LAST_IDs."""
+        self.objects = copy.deepcopy(self.durable)
+        self.last_ids = dict(self.durable_last_ids)
+        # tgt_server_data_init / tgt_clients_data_init: lut_last_transno restarts from the
+        # highest transno on stable storage (the commit point), not from the highest issued;
+        # a change served during recovery takes the next one (and may reuse a lost transno)
+        self.last_transno = self.last_committed
 
     def end_recovery(self) -> list[dict]:
         """The recovery window expires once: stale clients are evicted — those that have not
@@ -88,8 +84,6 @@ class Recovery:
         if mode == "serve":
             return self._process(exp, req)
         if mode != "queue":
-            if not self.config.recovery_filter:            # (bug) served during recovery
-                return self._process(exp, req)
             return self._reject(req, "EAGAIN", exp)
         held = Held(exp.uuid, req)
         flags = req.flags
@@ -103,18 +97,17 @@ class Recovery:
             return self._hold(held)
         if not req.transno:
             return self._process(exp, req)              # not a replay: served at once
-        if not self.config.replay_in_transno_order:     # (bug) replays run as they arrive
-            return self._process(exp, req)
+        return self._queue_replay(exp, req, held)
+
+    def _queue_replay(self, exp: Export, req: Request, held: Held) -> bytes | None:
+        """A replay during recovery: queued to run in transno order (target_queue_recovery_request),
+        or run at once when its transno is already behind."""
         if self.config.claim_window and req.transno == self._window == self.next_recovery_transno - 1:
             self.replay_queue.insert(0, held)           # queued before the count moved: waits (below)
             return self._hold(held)
         if req.transno < self.next_recovery_transno:
             # below the next expected transno (committed before the crash, already replayed or
             # skipped as a gap): runs at once, whoever replayed that transno before
-            if self.config.claimed_always_dropped:      # (bug) the old "claimed" rule
-                owner = self.replayed.get(req.transno)
-                if owner is not None and owner != exp.uuid:
-                    return None
             return self._process(exp, req)
         # a transno still held by a queued replay: the newcomer is dropped, never answered.
         # The reference has no concurrency, so "still queued" is exact here: the first replay
@@ -124,11 +117,15 @@ class Recovery:
                 if other.uuid == exp.uuid and other.req.xid == req.xid:
                     other.req = req                      # a resend of a queued replay: the queued copy answers
                     return self._hold(other)
-                if self.config.drop_claimed:
+                if self._claim_dropped(exp, req, other):
                     return None
         self.replay_queue.append(held)
         self.replay_queue.sort(key=lambda h: h.req.transno)
         return self._hold(held)
+
+    def _claim_dropped(self, exp: Export, req: Request, queued: Held) -> bool:
+        """A replay of the transno `queued` holds, from another client or XID: dropped."""
+        return True
 
     def _hold(self, held: Held) -> None:
         self._current = held
@@ -187,16 +184,19 @@ class Recovery:
         # everything before it (tgt_boot_epoch_update)
         self.recovering = False
         self._commit(len(self.pending))
-        if self.config.epoch_jump:
-            epoch = max(self.last_transno >> 32, self.boot_epoch) + 1
-            self.boot_epoch = epoch
-            self.last_transno = epoch << 32
-            self.last_committed = max(self.last_committed, self.last_transno)
+        self._new_boot_epoch()
         for exp in self.exports.values():
             exp.in_recovery = exp.req_done = exp.lock_done = False
         final, self.final_queue = self.final_queue, []
         for held in final:
             self._run_held(held)
+
+    def _new_boot_epoch(self) -> None:
+        """The boot epoch after recovery: the next transno starts the next epoch."""
+        epoch = max(self.last_transno >> 32, self.boot_epoch) + 1
+        self.boot_epoch = epoch
+        self.last_transno = epoch << 32
+        self.last_committed = max(self.last_committed, self.last_transno)
 
     def _run_held(self, held: Held) -> None:
         exp = self.exports.get(held.uuid)

@@ -2,7 +2,7 @@
 replies before packing."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .constants import OBD_CONNECT2_REPLAY_CREATE, OBD_CONNECT_FLAGS2, OBD_CONNECT_VBR
 
@@ -23,9 +23,6 @@ class Export:
     peer: str = ""
     last_xid: int = 0
     last_committed: int = 0
-    committed: list = field(default_factory=list)   # this client's committed transnos, ascending
-    reported_toggle: bool = False        # for last_committed_backwards
-    anonymous: bool = False
     # lcd_last_xid: the XID of this client's most recent request that ran a (non-local)
     # transaction, and its value on stable storage (written in that transaction)
     last_trans_xid: int = 0

@@ -5,16 +5,16 @@ from __future__ import annotations
 import copy
 
 from .constants import C, MSG_REPLAY
-from .state import Export, Request, Txn, _is_last_id
+from .state import Export, Reply, Request, Txn, _is_last_id
 
 
 class Transactions:
     """Transactions and commits of `Target` (a mix-in)."""
 
     def _wants_transno(self, exp: Export, name: str) -> bool:
+        """Whether a transaction of opcode `name` on `exp` takes a transno (spec/target.yaml's
+        opcode table)."""
         mode = self.opcodes[C(name)]["transno"]
-        if name in self.config.extra_transno_opcodes:
-            return True
         if not self.config.recovery:
             # recovery disabled: tgt_init registers no transaction callbacks, so no
             # tgt_txn_stop_cb / tgt_last_rcvd_update: no transno, no last_committed
@@ -30,24 +30,15 @@ class Transactions:
         before the change in pb_pre_versions[0]; Lustre's OST leaves it 0."""
         cfg = self.config
         pre = (version_before, 0, 0, 0) if exp.vbr and self.opcodes[C(name)]["mutable"] else (0, 0, 0, 0)
-        if status != 0 and not cfg.transno_on_failure:
+        if status != 0:
             return 0, pre
         if not self._wants_transno(exp, name):
             # a local transaction (dt_trans_start_local): no transno, no last_rcvd update.
             # Reference choice: it counts as committed at once.
             self._apply(effects, durable=True)
             return 0, pre
-        replay = bool(req.flags & MSG_REPLAY) and req.transno != 0
-        if replay and not cfg.replay_new_transno:
-            transno = req.transno                                        # tgt_last_rcvd_update
-            self.last_transno = max(self.last_transno, transno)
-            self.replayed[transno] = exp.uuid
-        elif cfg.transno_reuse and self.last_transno >= cfg.transno_start:
-            transno = self.last_transno                                  # (bug) not incremented
-        else:
-            self.last_transno += 1
-            transno = self.last_transno
-        if vbr_object or cfg.version_on_every_change:
+        transno = self._transno_for(exp, req)
+        if vbr_object:
             for key, state in effects:
                 if state is not None and not _is_last_id(key):
                     state["version"] = transno
@@ -56,6 +47,21 @@ class Transactions:
         self.pending.append(Txn(transno, exp.uuid, req.xid, copy.deepcopy(effects)))
         self._commit(len(self.pending) - cfg.commit_lag)
         return transno, pre
+
+    def _transno_for(self, exp: Export, req: Request) -> int:
+        """The transno of a transaction: a replay keeps its own (tgt_last_rcvd_update), any
+        other takes the next one."""
+        if req.flags & MSG_REPLAY and req.transno != 0:
+            transno = req.transno
+            self.last_transno = max(self.last_transno, transno)
+            self.replayed[transno] = exp.uuid
+            return transno
+        return self._next_transno()
+
+    def _next_transno(self) -> int:
+        """A new transno: one above the highest issued (lut_last_transno)."""
+        self.last_transno += 1
+        return self.last_transno
 
     def _apply(self, effects: list, durable: bool) -> None:
         for key, state in effects:
@@ -89,20 +95,22 @@ class Transactions:
                 exp.durable_trans_xid = txn.xid
                 if txn.transno > exp.last_committed:
                     exp.last_committed = txn.transno
-                    exp.committed.append(txn.transno)
+
+    # ---- saved replies -------------------------------------------------------------------------
+    def _save(self, exp: Export, req: Request, reply: Reply) -> None:
+        """Keep the REPLY to a mutable request for its resends (reference choice: reconstruction)."""
+        self.saved[(exp.uuid, req.xid)] = reply
+
+    def _reconstruct(self, exp: Export, saved: Reply) -> bytes:
+        """A resend answered from its saved reply, with the export's current last_committed."""
+        return self._pack(saved, exp)
 
     def _release_saved(self, exp: Export) -> None:
+        """The replies the client has seen (pb_last_xid) are not kept any longer."""
         for key in [k for k in self.saved if k[0] == exp.uuid and k[1] <= exp.last_xid]:
             del self.saved[key]
 
     def _reported_last_committed(self, exp: Export) -> int:
-        cfg = self.config
-        if cfg.last_committed_ahead:
-            return self.last_transno + 1
-        value = exp.last_committed
-        if cfg.last_committed_backwards and len(exp.committed) >= 2:
-            exp.reported_toggle = not exp.reported_toggle
-            if exp.reported_toggle:
-                value = exp.committed[-2]
-        return value
+        """The pb_last_committed of a reply on `exp`: the highest of its transnos committed."""
+        return exp.last_committed
 
