@@ -27,11 +27,13 @@ class ReferenceTestee:
                  capabilities: tuple[str, ...] = ("decode", "encode", "structs", "target", "restart"),
                  struct_config: StructConfig | None = None, target_config: TargetConfig | None = None,
                  unknown_op_error: str = "EOPNOTSUPP", declare_configuration: bool = False,
-                 target_class: type[Target] = Target):
-        self.codec = Codec(config)
-        self.structs = StructCodec(struct_config)
+                 target_class: type[Target] = Target, codec_class: type[Codec] = Codec,
+                 struct_class: type[StructCodec] = StructCodec):
+        # the classes: the reference's, or broken subclasses of them (the mutant zoo's)
+        self.codec = codec_class(config)
+        self.structs = struct_class(struct_config)
         self.target_config = target_config or TargetConfig()
-        self.target_class = target_class              # the target's class: Target, or a broken one
+        self.target_class = target_class
         self._target: Target | None = None
         if name:
             self.name = name
