@@ -1,9 +1,10 @@
 """Broken codecs for the mutant zoo (mutants.py): decode checks that replace the reference
-codec's (CodecConfig.decode_checks), and subclasses of the reference `Codec` and `StructCodec`
-that override the one method where their bug lives.  The reference has no setting that makes
+codec's (CodecConfig.decode_checks), and subclasses of the reference `Codec`, `StructCodec` and
+`ReferenceTestee` that override the one method where their bug lives.  The reference has no setting that makes
 it wrong; each bug here is its own code."""
 from __future__ import annotations
 
+from .reference import ReferenceTestee
 from .reference import codec as _codec
 from .reference.codec import Codec
 from .reference.structs import StructCodec
@@ -197,3 +198,13 @@ class OmittedValid(StructCodec):
 
 class OmittedValidEveryBit(OmittedValid):
     omitted = staticmethod(known_bits)
+
+
+# ---- a broken testee-protocol server ------------------------------------------------------------
+
+class UnknownOpEinval(ReferenceTestee):
+    """(a bug) an operation the testee does not support is answered EINVAL, not EOPNOTSUPP."""
+
+    @staticmethod
+    def unsupported(op) -> dict:
+        return dict(ReferenceTestee.unsupported(op), error="EINVAL")

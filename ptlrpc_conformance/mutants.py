@@ -2,10 +2,12 @@
 requirement, to prove that the suite catches them (`ptlrpc-conformance mutants`,
 docs/mutants.md).
 
-Every mutant is the reference testee built with a different configuration - the injection
-seams `CodecConfig.but(...)`, `StructConfig.but(...)`, `TargetConfig.but(...)`, the decode
-checks a `CodecConfig` runs, and `make_testee`'s arguments - never by patching or copying
-the reference.  A mutant is loaded like any IUT:
+Every mutant is built outside the reference, which has no setting that makes it wrong: with
+other values of the reference's own settings (`CodecConfig.but(...)`: other constants, tables
+or decode checks; `StructConfig.but(...)`: other tables), or with its bug as code of its own -
+a decode check or a subclass of `Codec`, `StructCodec` or `ReferenceTestee` (mutant_codecs.py),
+a subclass of the reference `Target` (mutant_targets.py) - passed to `make_testee`; never by
+patching the reference.  A mutant is loaded like any IUT:
 
     ptlrpc-conformance certify --iut python:ptlrpc_conformance.mutants:MUTANT-ID --area AREA
 
@@ -27,7 +29,7 @@ from .reference import Codec, CodecConfig, make_testee
 from .reference import codec as _codec
 from .reference.structs import StructCodec, StructConfig
 from .mutant_codecs import (CksumWithPad, OmittedValid, OmittedValidEveryBit, ShortZeroFilled, UnionAlwaysOi,
-                            ValidBitsDropped, buflens_unrounded, header_unpadded, jobid_rstripped, jobid_swabbed,
+                            UnknownOpEinval, ValidBitsDropped, buflens_unrounded, header_unpadded, jobid_rstripped, jobid_swabbed,
                             jobid_utf8, mislaid, named, narrow, then, total)
 
 C = spec.constant
@@ -372,7 +374,7 @@ MUTANTS: list[Mutant] = [
        _decode_only_mutant(CksumWithPad)),
     # the testee protocol
     _m("unknown_op_einval", "an unknown operation is answered EINVAL instead of EOPNOTSUPP", "PROTO-OPS-1", P,
-       lambda: make_testee(unknown_op_error="EINVAL")),
+       UnknownOpEinval),
     # structures
     _m("struct_field_shifted", "obdo.o_size read 8 bytes too far (where o_mtime is)", "STRUCT-LAYOUT-1", S,
        _struct_mutant(_layout_field_moved("obdo", "o_size", 8))),

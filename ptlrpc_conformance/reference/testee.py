@@ -26,7 +26,7 @@ class ReferenceTestee:
     def __init__(self, config: CodecConfig | None = None, name: str | None = None,
                  capabilities: tuple[str, ...] = ("decode", "encode", "structs", "target", "restart"),
                  struct_config: StructConfig | None = None, target_config: TargetConfig | None = None,
-                 unknown_op_error: str = "EOPNOTSUPP", declare_configuration: bool = False,
+                 declare_configuration: bool = False,
                  target_class: type[Target] = Target, codec_class: type[Codec] = Codec,
                  struct_class: type[StructCodec] = StructCodec):
         # the classes: the reference's, or broken subclasses of them (the mutant zoo's)
@@ -38,7 +38,6 @@ class ReferenceTestee:
         if name:
             self.name = name
         self.capabilities = list(capabilities)
-        self.unknown_op_error = unknown_op_error      # what an unknown operation is answered with
         self.declare_configuration = declare_configuration   # the hello says how the target is set up
 
     def hello(self) -> dict:
@@ -73,7 +72,12 @@ class ReferenceTestee:
                 return {"ok": True, "result": self.target_op(op, request)}
         except CodecError as e:
             return {"ok": False, "error": e.errno, "detail": e.detail}
-        return {"ok": False, "error": self.unknown_op_error, "detail": f"operation {op!r} is not supported"}
+        return self.unsupported(op)
+
+    @staticmethod
+    def unsupported(op) -> dict:
+        """The answer to an operation this testee does not support (docs/testee-protocol.md)."""
+        return {"ok": False, "error": "EOPNOTSUPP", "detail": f"operation {op!r} is not supported"}
 
     @property
     def target(self) -> Target:
