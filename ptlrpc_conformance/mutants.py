@@ -28,9 +28,7 @@ from . import mutant_targets as mt
 from .reference import Codec, CodecConfig, make_testee
 from .reference import codec as _codec
 from .reference.structs import StructCodec, StructConfig
-from .mutant_codecs import (CksumWithPad, OmittedValid, OmittedValidEveryBit, ShortZeroFilled, UnionAlwaysOi,
-                            UnknownOpEinval, ValidBitsDropped, buflens_unrounded, header_unpadded, jobid_rstripped, jobid_swabbed,
-                            jobid_utf8, mislaid, named, narrow, then, total)
+from . import mutant_codecs as mc
 
 C = spec.constant
 
@@ -271,11 +269,11 @@ MUTANTS: list[Mutant] = [
     _m("buflen_wrap_accepted", "a buflen of 0xFFFFFFF9..0xFFFFFFFF wraps to 0 when rounded and is accepted",
        "HDR-BUFLEN-2", F, cc(reject_wrapped_buflen=False)),
     _m("total_ignores_last_pad", "the total-length check does not require the last buffer's pad",
-       "HDR-TOTAL-1", F, cc(decode_checks=_checks(wrap={_codec.check_total: named(
-           lambda st: total(st, covers="unpadded"), "check_total")}))),
+       "HDR-TOTAL-1", F, cc(decode_checks=_checks(wrap={_codec.check_total: mc.named(
+           lambda st: mc.total(st, covers="unpadded"), "check_total")}))),
     _m("total_unchecked", "never checks that the buffers fit in the message (reads past its end)",
-       "HDR-TOTAL-1", F, cc(decode_checks=_checks(wrap={_codec.check_total: named(
-           lambda st: total(st, covers="nothing"), "check_total")}))),
+       "HDR-TOTAL-1", F, cc(decode_checks=_checks(wrap={_codec.check_total: mc.named(
+           lambda st: mc.total(st, covers="nothing"), "check_total")}))),
     _m("order_body_size_first", "checks buffer 0's size (EFAULT) before the buffers fit the message",
        "HDR-ORDER-1", F, cc(decode_checks=_checks(
            before=(_codec.check_body_size, _codec.check_total)))),
@@ -283,7 +281,7 @@ MUTANTS: list[Mutant] = [
        "HDR-ORDER-1", F, cc(decode_checks=_checks(
            before=(_codec.check_type, _codec.check_version)))),
     _m("jobid_utf8_crash", "decodes pb_jobid as UTF-8: a jobid byte >= 0x80 crashes the decoder",
-       "DEC-ROBUST-1", F, cc(decode_checks=_checks(wrap={_codec.unpack_body: then(_codec.unpack_body, jobid_utf8)}))),
+       "DEC-ROBUST-1", F, cc(decode_checks=_checks(wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.jobid_utf8)}))),
     # header byte order, field by field
     _m("swabs_padding_3", "byte-swaps lm_padding_3, which Lustre leaves alone",
        "HDR-SWAB-1", F, cc(unswabbed=_unswabbed(remove=["lm_padding_3"]))),
@@ -304,23 +302,23 @@ MUTANTS: list[Mutant] = [
            wrap={_codec.unpack_header: (_codec.unpack_header, _reject_nonzero_secflvr)}))),
     # padding
     _m("no_header_pad", "header size 32 + 4*bufcount, never rounded up to 8 (decode and encode)",
-       "PAD-HEADER-1", F, cc(mislaid(pad_header=False), decode_checks=_checks(
-           wrap={_codec.check_buflens_room: named(header_unpadded, "check_buflens_room")}))),
+       "PAD-HEADER-1", F, cc(mc.mislaid(pad_header=False), decode_checks=_checks(
+           wrap={_codec.check_buflens_room: mc.named(mc.header_unpadded, "check_buflens_room")}))),
     _m("buflens_unrounded", "places buffers without rounding their lengths up to 8",
        "PAD-BUFFER-1", F, cc(decode_checks=_checks(wrap={
-           _codec.check_buflens: named(buflens_unrounded, "check_buflens"),
-           _codec.check_total: named(lambda st: total(st, rounded=False), "check_total")}))),
+           _codec.check_buflens: mc.named(mc.buflens_unrounded, "check_buflens"),
+           _codec.check_total: mc.named(lambda st: mc.total(st, rounded=False), "check_total")}))),
     _m("rejects_nonzero_pad", "rejects a message whose pad bytes are not zero",
        "PAD-CONTENT-1", F, cc(decode_checks=_checks(
            wrap={_codec.check_total: (_codec.check_total, _reject_nonzero_pad)}))),
     _m("rejects_trailing_bytes", "rejects bytes after the last buffer (requires an exact length)",
        "PAD-TRAILING-1", F, cc(decode_checks=_checks(
            wrap={_codec.check_total: (_codec.check_total, _reject_trailing_bytes)}))),
-    _m("encoder_pad_ff", "the encoder fills pads with 0xFF", "ENC-CANON-1", F, cc(mislaid(pad_byte=0xFF))),
+    _m("encoder_pad_ff", "the encoder fills pads with 0xFF", "ENC-CANON-1", F, cc(mc.mislaid(pad_byte=0xFF))),
     _m("encoder_no_buffer_pad", "the encoder does not pad buffers to 8", "ENC-LENGTH-1", F,
-       cc(mislaid(pad_buffers=False))),
+       cc(mc.mislaid(pad_buffers=False))),
     _m("encoder_padded_buflens", "the encoder writes buflens rounded up to 8", "ENC-LENGTH-1", F,
-       cc(mislaid(padded_buflens=True))),
+       cc(mc.mislaid(padded_buflens=True))),
     # the body
     _m("body_151_accepted", "buffer 0 of 151 bytes passes as a ptlrpc_body (< instead of <=)",
        "BODY-SIZE-1", F, cc(min_body=151)),
@@ -345,7 +343,7 @@ MUTANTS: list[Mutant] = [
     _m("swabs_pb_padding64", "byte-swaps pb_padding64_0", "BODY-SWAB-1", F,
        cc(unswabbed=_unswabbed(remove=["pb_padding64_0"]))),
     _m("swabs_pb_jobid", "byte-swaps pb_jobid as four __u64 words", "BODY-SWAB-1", F,
-       cc(decode_checks=_checks(wrap={_codec.unpack_body: then(_codec.unpack_body, jobid_swabbed)}))),
+       cc(decode_checks=_checks(wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.jobid_swabbed)}))),
     _m("no_swab_pb_transno", "does not byte-swap pb_transno", "BODY-SWAB-1", F,
        cc(unswabbed=_unswabbed(add=["pb_transno"]))),
     _m("no_swab_pb_conn_cnt", "does not byte-swap pb_conn_cnt", "BODY-SWAB-1", F,
@@ -361,20 +359,20 @@ MUTANTS: list[Mutant] = [
     # full-width values, in decoders that declare no encoder (issue 24)
     _m("transno_32_bits", "keeps pb_transno in a 32-bit variable: its high word is lost (decode only)",
        "BODY-FIELDS-1", F, _decode_only_mutant(decode_checks=_checks(
-           wrap={_codec.unpack_body: then(_codec.unpack_body, narrow("pb_transno", 32))}))),
+           wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.narrow("pb_transno", 32))}))),
     _m("status_16_bits", "keeps pb_status in a signed 16-bit variable (decode only)", "BODY-STATUS-1", F,
        _decode_only_mutant(decode_checks=_checks(
-           wrap={_codec.unpack_body: then(_codec.unpack_body, narrow("pb_status", 16))}))),
+           wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.narrow("pb_status", 16))}))),
     _m("version_low_byte_checked", "checks only the low byte of pb_version: 0x0103 passes (decode only)",
        "BODY-VERSION-1", F, _decode_only_mutant(version_mask=0xFF)),
     _m("jobid_blanks_stripped", "strips blanks from the end of pb_jobid (decode only)", "BODY-JOBID-1", F,
        _decode_only_mutant(decode_checks=_checks(
-           wrap={_codec.unpack_body: then(_codec.unpack_body, jobid_rstripped)}))),
+           wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.jobid_rstripped)}))),
     _m("cksum_with_pad", "checksums buffer 0 with its pad bytes (decode only)", "CKSUM-1", F,
-       _decode_only_mutant(CksumWithPad)),
+       _decode_only_mutant(mc.CksumWithPad)),
     # the testee protocol
     _m("unknown_op_einval", "an unknown operation is answered EINVAL instead of EOPNOTSUPP", "PROTO-OPS-1", P,
-       UnknownOpEinval),
+       mc.UnknownOpEinval),
     # structures
     _m("struct_field_shifted", "obdo.o_size read 8 bytes too far (where o_mtime is)", "STRUCT-LAYOUT-1", S,
        _struct_mutant(_layout_field_moved("obdo", "o_size", 8))),
@@ -383,11 +381,11 @@ MUTANTS: list[Mutant] = [
     _m("struct_no_swab_o_size", "does not byte-swap obdo.o_size", "STRUCT-SWAB-1", S,
        _struct_mutant(_swab_rule("obdo", lambda r: r["opaque"].append("o_size")))),
     _m("struct_union_always_oi", "ost_id always swabbed as {oi_id, oi_seq}", "STRUCT-UNION-1", S,
-       _struct_mutant(lambda base: {}, UnionAlwaysOi)),
+       _struct_mutant(lambda base: {}, mc.UnionAlwaysOi)),
     _m("struct_ocd_always_swabbed", "obd_connect_data's optional fields swabbed whatever the connect flags",
        "STRUCT-OCD-1", S, _struct_mutant(_swab_rule("obd_connect_data", lambda r: r.pop("when")))),
     _m("struct_short_zero_filled", "a structure shorter than its size is decoded as if zero-filled",
-       "STRUCT-TRUNC-1", S, _struct_mutant(lambda base: {}, ShortZeroFilled)),
+       "STRUCT-TRUNC-1", S, _struct_mutant(lambda base: {}, mc.ShortZeroFilled)),
     _m("struct_no_aliases", "seed-document structure names are not known", "STRUCT-ALIAS-1", S,
        _struct_mutant(_no_aliases)),
     _m("struct_reply_format_of_request", "a reply's buffers are decoded with the request's format",
@@ -397,11 +395,11 @@ MUTANTS: list[Mutant] = [
     _m("valid_mdt_lazy_size_forgotten", "mdt_body.mbo_size not meaningful under OBD_MD_FLLAZYSIZE",
        "VALID-MDT-1", S, _struct_mutant(_valid_bits("mdt_body", lambda t: t["mbo_size"].pop()))),
     _m("valid_omitted_is_zero", "the encoder writes an omitted o_valid as 0", "VALID-ENC-1", S,
-       _struct_mutant(lambda base: {}, OmittedValid)),
+       _struct_mutant(lambda base: {}, mc.OmittedValid)),
     _m("valid_omitted_is_every_bit", "the encoder writes an omitted o_valid as every known bit", "VALID-ENC-1", S,
-       _struct_mutant(lambda base: {}, OmittedValidEveryBit)),
+       _struct_mutant(lambda base: {}, mc.OmittedValidEveryBit)),
     _m("valid_unknown_bits_dropped", "o_valid/mbo_valid bits no flag defines are dropped", "VALID-UNKNOWN-1", S,
-       _struct_mutant(lambda base: {}, ValidBitsDropped)),
+       _struct_mutant(lambda base: {}, mc.ValidBitsDropped)),
     # the target: drops, ERR vs REPLY, statuses
     _m("target_replies_to_undecodable", "an undecodable request gets ERR instead of being dropped",
        "TGT-DROP-1", T, _target_mutant(mt.RepliesToUndecodable)),
