@@ -68,7 +68,7 @@ def _input_problems(config) -> list[str]:
                                   ("iut_io_log", "--iut-io-log", False)):
         if config.getoption(dest):
             problems += options.writable_file(config.getoption(dest), option, make_parents=parents)
-    problems += options.known_failures(config.getoption("known_failures"), config.getoption("update_known_failures"))
+    problems += gate.file_problems(config.getoption("known_failures"), config.getoption("update_known_failures"))
     problems += options.requirement_ids(config.getoption("conformance_requirement"), "--conformance-requirement")
     if config.getoption("conformance_vectors"):
         problems += options.vector_files(config.getoption("conformance_vectors"))

@@ -17,7 +17,11 @@ Its choices (each a member of a set the rules allow):
 - resends and replays of committed transactions run again (Lustre's OST: no saved replies);
 - `restart` reports no commit point; the replay queue's gap rule does the work (no transno
   is ever the next expected one, cp + 1, since transnos grow by 2);
-- with `forget=True`, a restart forgets the clients none of whose transactions committed.
+- with `forget=True`, a restart forgets the clients none of whose transactions committed;
+- with `old_creates=True`, an OST as those before 2.16 on a journalling back-end: it never
+  grants OBD_CONNECT2_REPLAY_CREATE, and a create is a local transaction that commits in order
+  with the others (it waits behind them and is lost at a restart with every transaction that
+  had not committed), where the default keeps it on disk at once.
 
 Its tables - the opcodes, the fields of the structures it reads and writes - are its own,
 written from docs/target-rules.md and the Lustre headers that page names; it reads neither
@@ -226,8 +230,9 @@ class Txn:
 
 
 class Target:
-    def __init__(self, forget: bool = False):
+    def __init__(self, forget: bool = False, old_creates: bool = False):
         self.forget = forget
+        self.old_creates = old_creates
         self.reset()
 
     def reset(self) -> None:
@@ -263,14 +268,22 @@ class Target:
 
     def commit(self, txn: Txn) -> None:
         self.durable = (txn.objects, txn.last_id)
+        if not txn.transno:
+            return                                  # a local transaction: no last_rcvd update
         self.last_committed = max(self.last_committed, txn.transno)
         exp = self.exports.get(txn.uuid)
         if exp is not None:
             exp.last_committed = max(exp.last_committed, txn.transno)
             exp.committed_xid = txn.xid
 
-    def local(self) -> None:
-        """A local transaction (a create without REPLAY_CREATE): on disk at once."""
+    def local(self, exp: Export | None = None, xid: int = 0) -> None:
+        """A local transaction (a create without REPLAY_CREATE): on disk at once, or (with
+        `old_creates`) committed in order with the transactions around it."""
+        if self.old_creates:
+            self.pending.append(Txn(0, exp.uuid if exp else "", xid, copy.deepcopy(self.objects), self.last_id))
+            while len(self.pending) > 3:
+                self.commit(self.pending.pop(0))
+            return
         objects, _ = self.durable
         objects = dict(objects)
         for oid in range(self.durable[1] + 1, self.last_id + 1):
@@ -457,7 +470,7 @@ class Target:
         exp.conn_cnt, exp.handle, exp.last_xid = cnt, handle, 0
         exp.flags = ocd.get("ocd_connect_flags", 0) & GRANTABLE
         exp.flags2 = ocd.get("ocd_connect_flags2", 0) & C("OBD_CONNECT2_REPLAY_CREATE") \
-            if exp.flags & C("OBD_CONNECT_FLAGS2") else 0
+            if exp.flags & C("OBD_CONNECT_FLAGS2") and not self.old_creates else 0
         granted = put_fields(OCD, 192, order, {"ocd_connect_flags": exp.flags, "ocd_connect_flags2": exp.flags2,
                                                 "ocd_version": 0x02113900})
         reply = self.pack(order, body, REPLY, 0, exp, [granted], handle=exp.cookie, op_flags=op_flags)
@@ -525,7 +538,7 @@ class Target:
                 if rc:
                     transno = self.transact(h.exp, h.xid, h.body["pb_transno"] if h.body["pb_flags"] & REPLAY else 0)
                 else:
-                    self.local()
+                    self.local(h.exp, h.xid)
         return self.done(h, 0, m, FL["ID"] | FL["GROUP"] | FL["SIZE"], transno, o_size=0x1FFFFFF)
 
     def h_ost_getattr(self, h, oa, valid, oid):
@@ -611,20 +624,22 @@ class Target:
 class Testee:
     """Testee protocol v1 around the target, in process."""
 
-    def __init__(self, forget: bool = False):
+    def __init__(self, forget: bool = False, old_creates: bool = False):
         self.forget = forget
-        self.target = Target(forget)
+        self.old_creates = old_creates
+        self.target = Target(forget, old_creates)
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
         if op == "hello":
-            return {"ok": True, "result": {"name": "independent OST" + (" (forgets)" if self.forget else ""),
+            return {"ok": True, "result": {"name": "independent OST" + (" (forgets)" if self.forget else "")
+                                           + (" (creates without transnos)" if self.old_creates else ""),
                                            "version": "1", "capabilities": ["target", "restart"], "protocol": 1}}
         if op == "exchange":
             return {"ok": True, "result": self.target.exchange(bytes.fromhex(request["data"]), request["xid"],
                                                                request["client"])}
         if op == "reset":
-            self.target = Target(self.forget)
+            self.target = Target(self.forget, self.old_creates)
             return {"ok": True, "result": {}}
         if op == "restart":
             return {"ok": True, "result": self.target.restart()}
@@ -639,3 +654,8 @@ def testee():
 
 def forgetful():
     return Testee(forget=True)
+
+
+def old_creates():
+    """Creates as before 2.16: no REPLAY_CREATE, local transactions that may be lost."""
+    return Testee(old_creates=True)

@@ -6,7 +6,7 @@ import sys
 import textwrap
 
 from ptlrpc_conformance.harness.outputs import report as report_module
-from ptlrpc_conformance.harness.verdicts import level as rule
+from ptlrpc_conformance.harness.outputs import level as rule
 
 
 def test_a_selection_is_partial_everywhere_the_level_is_shown(run_cli):

@@ -313,16 +313,43 @@ def test_cli_messages_name_the_cli_and_its_commands(run_cli):
 
 
 def test_a_failing_line_names_the_cause_before_the_requirements():
-    from ptlrpc_conformance.cli import _failing_line
+    from ptlrpc_conformance.cli.session import failing_line
     crash = {"id": "framing.magic.zero.decode", "verdict": "error", "requirements": ["HDR-MAGIC-3", "DEC-ROBUST-1"],
              "failed_requirements": ["HDR-MAGIC-3", "DEC-ROBUST-1"],
              "message": "HDR-MAGIC-3 (MUST): A decoder rejects ...\nframing.magic.zero: A zero magic is refused\n"
                         "harness/protocol error (crash): the testee was killed by signal 11 (SIGSEGV)\ninput ..."}
-    assert _failing_line(crash) == ("ERROR framing.magic.zero.decode: crash: the testee was killed by signal 11 "
+    assert failing_line(crash) == ("ERROR framing.magic.zero.decode: crash: the testee was killed by signal 11 "
                                     "(SIGSEGV) [HDR-MAGIC-3,DEC-ROBUST-1]")
     field = {"id": "framing.body.x.decode", "verdict": "fail", "requirements": ["BODY-FIELDS-1", "BODY-STATUS-1"],
              "failed_requirements": ["BODY-STATUS-1"],
              "message": "BODY-STATUS-1 (MUST): pb_status ...\nframing.body.x: a very long title " + "x" * 300 +
                         "\nbody.pb_status: expected -107, got 65429\nbody.pb_opc: expected 400, got 0"}
-    line = _failing_line(field)
+    line = failing_line(field)
     assert line == "FAIL  framing.body.x.decode: body.pb_status: expected -107, got 65429 [BODY-STATUS-1]"
+
+
+def test_every_command_names_a_function_of_its_family():
+    """cli/__init__.py's dispatch table: each command is a function of its family's module."""
+    import importlib
+
+    from ptlrpc_conformance import cli
+    for command, (module, function) in cli.COMMANDS.items():
+        handler = getattr(importlib.import_module(f"ptlrpc_conformance.cli.{module}"), function, None)
+        assert callable(handler), command
+    assert all(f"ptlrpc-conformance {c}" in cli.usage() for c in cli.COMMANDS if c != "certify")
+
+
+def test_the_command_answers_by_each_of_its_names():
+    """The console script's entry point (pyproject.toml), `python -m ptlrpc_conformance` and
+    `python -m ptlrpc_conformance.cli` are one command."""
+    import importlib
+    import pathlib
+    import tomllib
+
+    from ptlrpc_conformance import __version__
+    pyproject = tomllib.loads((pathlib.Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())
+    module, function = pyproject["project"]["scripts"]["ptlrpc-conformance"].split(":")
+    assert getattr(importlib.import_module(module), function).__module__ == "ptlrpc_conformance.cli"
+    for name in ("ptlrpc_conformance", "ptlrpc_conformance.cli"):
+        proc = subprocess.run([sys.executable, "-m", name, "--version"], capture_output=True, text=True, timeout=60)
+        assert (proc.returncode, proc.stdout.strip()) == (0, f"ptlrpc-conformance {__version__}"), name

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from ptlrpc_conformance.harness.capture import pcap
-from ptlrpc_conformance.harness.outputs import hexdump
+from ptlrpc_conformance.harness.verdicts import hexdump
 
 
 def refused(run, text: str) -> None:

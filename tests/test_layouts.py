@@ -233,3 +233,58 @@ def test_a_later_lustre_name_for_the_same_bytes_is_accepted_in_a_result():
     assert [d.text for d in diffs] == ["s.fields.mbo_padding_9: expected 258 (0x102), got 259 (0x103)"]
     diffs, _ = struct_diffs(expect, {"type": "mdt_body", "fields": {"mbo_nlink": 5}}, "s")
     assert [d.text for d in diffs] == ["s.fields.mbo_padding_9: expected 258 (0x102), got nothing"]
+
+
+# ---- a release's table in today's names (view, swab_rules) ------------------------------------
+
+def _fields(release, name):
+    return [(f["name"], f["offset"], f["size"]) for f in layouts.view(release)["structs"][name]["fields"]]
+
+
+def test_the_default_release_s_view_is_its_table():
+    assert layouts.view() is layouts.load() and layouts.view("2.17.57") is layouts.load()
+    assert layouts.swab_rules() == json.loads((ROOT / "ptlrpc_conformance" / "spec" / "facts.json").read_text())["swab"]
+    assert not any(layouts.reads_otherwise(n) for n in layouts.seed_closure())
+
+
+def test_a_release_s_padding_takes_today_s_names():
+    """2.15.8's ptlrpc_body_v3 has pb_padding1 and pb_padding64_2 where today has pb_projid,
+    pb_uid and pb_gid; its obd_connect_data has a 2-byte padding0 at 74 and padding3 at 88."""
+    assert ("pb_projid", 36, 4) in _fields("2.15.8", "ptlrpc_body_v3")
+    assert [f for f in _fields("2.15.8", "ptlrpc_body_v3") if f[1] >= 144][:2] == [("pb_uid", 144, 4), ("pb_gid", 148, 4)]
+    ocd = _fields("2.15.8", "obd_connect_data")
+    assert ("ocd_conn_policy", 74, 1) in ocd and ("padding0", 75, 1) in ocd and ("ocd_compr_type", 88, 8) in ocd
+    assert layouts.view("2.15.8")["structs"]["obd_connect_data"] is layouts.load()["structs"]["obd_connect_data"]
+
+
+def test_a_release_s_own_layout_is_kept():
+    assert layouts.view("2.12.9")["structs"]["ldlm_inodebits"]["size"] == 16
+    assert layouts.view("2.15.8")["structs"]["ldlm_inodebits"]["size"] == 24
+    assert layouts.view("2.16.1")["structs"]["ldlm_inodebits"]["size"] == 32
+    assert "l_ost_type" not in {f[0] for f in _fields("2.16.1", "lov_ost_data_v1")}
+    assert "l_ost_type" in {f[0] for f in _fields("2.17.0", "lov_ost_data_v1")}
+    assert layouts.view("2.17.0")["structs"]["mdc_swap_layouts"]["size"] == 8
+    # wiretest.c asserts mdc_swap_layouts from 2.17.0; the headers of every release declare it
+    assert layouts.view("2.12.9")["structs"]["mdc_swap_layouts"]["size"] == 8
+    assert not layouts.absent("mdc_swap_layouts", "2.12.9") and layouts.reads_otherwise("mdc_swap_layouts", "2.16.1")
+    assert layouts.absent("lustre_capa", "2.17.0") is None and layouts.absent("no_such_struct", "2.15.8") is None
+    assert "has no struct lnet_nid" in layouts.absent("lnet_nid", "2.12.9")      # 2.15 added large NIDs
+
+
+@pytest.mark.parametrize("release, struct, field, swapped", [
+    ("2.12.9", "mdt_body", "mbo_btime", False), ("2.15.8", "mdt_body", "mbo_btime", True),
+    ("2.15.8", "obd_connect_data", "ocd_compr_type", False), ("2.16.1", "obd_connect_data", "ocd_compr_type", True),
+    ("2.15.8", "ptlrpc_body_v3", "pb_uid", False), ("2.16.1", "ptlrpc_body_v3", "pb_uid", True),
+    ("2.16.1", "ptlrpc_body_v3", "pb_projid", False), ("2.17.0", "ptlrpc_body_v3", "pb_projid", True),
+    ("2.12.9", "obdo", "o_size", True), ("2.12.9", "obdo", "o_padding_4", False)])
+def test_a_release_s_swab_rules(release, struct, field, swapped):
+    """Read by hand from each tag's lustre_swab_mdt_body, lustre_swab_connect,
+    lustre_swab_ptlrpc_body and lustre_swab_obdo."""
+    assert (field not in layouts.swab_rules(release)[struct]["opaque"]) == swapped
+
+
+def test_only_names_differ_is_no_difference():
+    """quota_body's qb_glb_ver was padding up to 2.17.0, at the same bytes and unswapped."""
+    assert ("qb_glb_ver", 80, 8) in _fields("2.17.0", "quota_body")
+    assert not layouts.reads_otherwise("quota_body", "2.17.0")
+    assert not layouts.reads_otherwise("layout_intent", "2.15.8")

@@ -9,9 +9,8 @@ import pytest
 
 from conftest import ROOT
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.harness.verdicts import structs as S
 from ptlrpc_conformance.reference.structs import StructCodec
-from ptlrpc_conformance.spec import layouts
+from ptlrpc_conformance.spec import layouts, structs as S
 
 PACKAGE = ROOT / "ptlrpc_conformance"
 OPENER = PACKAGE / "spec" / "layouts.py"
@@ -29,14 +28,15 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _is_layouts_load(call: ast.Call) -> bool:
     f = call.func
-    return isinstance(f, ast.Attribute) and f.attr == "load" and isinstance(f.value, ast.Name) and f.value.id == "layouts"
+    return isinstance(f, ast.Attribute) and f.attr in ("load", "view") and isinstance(f.value, ast.Name) \
+        and f.value.id == "layouts"
 
 
 def table_openings(path) -> list[str]:
     """What in a module opens a layout table itself: a call given the name layouts.json
     (joinpath, open, Path ...), or the "structs" member taken straight from a loaded file or facts table
     (`facts()["structs"]`, `json.loads(...)["structs"]`, `....get("structs")`), anything but
-    `layouts.load(...)["structs"]`."""
+    `layouts.load(...)["structs"]` or `layouts.view(...)["structs"]` (a release's table in today's names)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     docs = _docstrings(tree)
     found = []
@@ -85,7 +85,7 @@ def _rows(fields) -> list[tuple]:
 @pytest.mark.parametrize("name", sorted(layouts.load()["structs"]))
 def test_the_old_readers_agree(name):
     """spec.layout() (the message codec, the suite's packer and hexdump) and the struct codecs
-    (reference/structs.py, harness/verdicts/structs.py) see the same structure."""
+    (reference/structs.py, spec/structs.py) see the same structure."""
     lay = spec.layout(name)
     ours = [(f.name, f.offset, f.size, f.type, f.count, f.flexible) for f in lay.fields]
     assert ours == _rows(layouts.load()["structs"][name]["fields"])

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import USER_VECTOR
 from ptlrpc_conformance import cli, plugin
+from ptlrpc_conformance.cli.certify import certify_parser
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.options import DEFAULT_TIMEOUT, OPTIONS
@@ -43,7 +44,7 @@ def test_table_is_consistent():
 
 
 def test_certify_parser_is_the_table():
-    parser = cli._certify_parser()
+    parser = certify_parser()
     actions = _actions(parser)
     assert set(actions) - {("-h", "--help")} == {o.cli for o in options.certify_options()}
     help_text = _squeeze(parser.format_help())
@@ -80,7 +81,7 @@ def test_other_commands_take_their_subset(command, dests):
     assert {o.dest for o in options.command_options(command)} == dests
     p = options.Parser(prog=command)
     options.add_arguments(p, options.command_options(command))
-    certify = _actions(cli._certify_parser())
+    certify = _actions(certify_parser())
     for names, a in _actions(p).items():
         if names != ("-h", "--help"):
             b = certify[names]
@@ -128,7 +129,7 @@ GIVEN = ["--iut", "reference", "--profile", "lustre-2.17.57-literal", "--seed", 
 def test_cli_values_reach_pytest_unchanged(pytester, monkeypatch, tmp_path):
     """What certify passes to pytest, parsed by pytest, holds the values certify parsed."""
     monkeypatch.chdir(tmp_path)
-    args = cli._certify_parser().parse_args(GIVEN)
+    args = certify_parser().parse_args(GIVEN)
     pargs = options.pytest_args(args, [o for o in options.certify_options() if o.dest != "list"])
     config = pytester.parseconfig(*pargs)
     for o in options.certify_options():
@@ -143,7 +144,7 @@ def test_cli_values_reach_pytest_unchanged(pytester, monkeypatch, tmp_path):
 
 
 def test_certify_passes_on_what_the_table_says(monkeypatch, tmp_path):
-    """cli._certify and `certify --list` build their pytest arguments from the table."""
+    """`certify` and `certify --list` build their pytest arguments from the table."""
     calls = []
     monkeypatch.setattr(pytest, "main", lambda pargs, **kw: calls.append(list(pargs)) or 0)
     monkeypatch.chdir(tmp_path)
@@ -152,7 +153,7 @@ def test_certify_passes_on_what_the_table_says(monkeypatch, tmp_path):
     given = GIVEN[:GIVEN.index("--vectors")] + ["--vectors", "vecs"] + GIVEN[GIVEN.index("--ignore-errno-class"):]
     assert cli.main(["certify", *given, "--out", str(tmp_path / "out")]) == 0
     pargs = calls[-1]
-    args = cli._certify_parser().parse_args(given)
+    args = certify_parser().parse_args(given)
     for o in options.certify_options():
         if o.pytest and o.dest != "list":
             part = o.argv(o.pytest, getattr(args, o.dest))
@@ -195,7 +196,7 @@ def _old_reproduce(get):
     ["--profile", "lustre-2.17.57-reconstruct", "--seed", "0", "--examples", "1", "--iut-timeout", "0.25"],
 ])
 def test_reproduce_command_keeps_its_format(pytester, args):
-    pargs = options.pytest_args(cli._certify_parser().parse_args(args),
+    pargs = options.pytest_args(certify_parser().parse_args(args),
                                 [o for o in options.certify_options() if o.dest != "list"])
     config = pytester.parseconfig(*pargs)
     profile = config.getoption("conformance_profile") or registry.default_profile()
@@ -214,8 +215,8 @@ def test_reproduce_of_a_run_parses_back_to_its_options(run_cli, tmp_path):
     assert run.rc == 0, run.stdout[-2000:] + run.stderr[-2000:]
     reproduce = run.report["reproduce"]
     assert reproduce[:2] == ["ptlrpc-conformance", "certify"]
-    again = cli._certify_parser().parse_args(reproduce[2:])
-    want = cli._certify_parser().parse_args(given)
+    again = certify_parser().parse_args(reproduce[2:])
+    want = certify_parser().parse_args(given)
     for o in options.certify_options():
         if o.reproduce:
             expected = getattr(want, o.dest)
@@ -229,7 +230,7 @@ def test_one_default_timeout():
     assert options.BY_DEST["iut_timeout"].default is DEFAULT_TIMEOUT is adapter.DEFAULT_TIMEOUT
     for fn in (loader.load_adapter, exec_transport.ExecAdapter.__init__, tshark.TsharkAdapter.__init__, tshark.make):
         assert inspect.signature(fn).parameters["timeout"].default is DEFAULT_TIMEOUT, fn
-    assert cli._certify_parser().parse_args([]).iut_timeout is DEFAULT_TIMEOUT
+    assert certify_parser().parse_args([]).iut_timeout is DEFAULT_TIMEOUT
     p = options.Parser(prog="decode")
     options.add_arguments(p, options.command_options("decode"))
     assert p.parse_args([]).iut_timeout is DEFAULT_TIMEOUT

@@ -32,7 +32,7 @@ def raw() -> dict:
 def case_ids() -> set[str]:
     """Every case id the suite can run (collected as certify collects them, derived cases
     included), and the stateful parts (spec/case_aliases.yaml)."""
-    from ptlrpc_conformance.cli import collected_cases
+    from ptlrpc_conformance.cli.data import collected_cases
     ids = set(collected_cases())
     aliases = yaml.safe_load((ROOT / "ptlrpc_conformance" / "spec" / "case_aliases.yaml").read_text())["aliases"]
     for parts in aliases.values():

@@ -17,7 +17,7 @@ import pytest
 from conftest import require_tool
 from ptlrpc_conformance.harness.outputs import html as report_html
 from ptlrpc_conformance.harness.outputs import report as report_json
-from ptlrpc_conformance.harness.verdicts import level as level_rule
+from ptlrpc_conformance.harness.outputs import level as level_rule
 
 FAILING_IUT = ("--iut", "python:iuts:no_header_pad", "--examples", "30")
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
@@ -315,7 +315,7 @@ LEVEL_RUNS = {   # kind: (IUT, extra certify arguments, the level report.json mu
 
 @pytest.mark.parametrize("kind", list(LEVEL_RUNS))
 def test_page_and_report_json_state_the_same_level(run_cli, kind):
-    """One rule (verdicts.level): the level in report.json is the one report.html announces,
+    """One rule (outputs.level): the level in report.json is the one report.html announces,
     and the page works out the same level from the requirements when a report has none."""
     iut, extra, expected = LEVEL_RUNS[kind]
     run = run_cli("certify", "--iut", iut, "-k", "framing.magic or framing.cksum", *extra)

@@ -11,7 +11,8 @@ from ptlrpc_conformance.harness.data.vectors import load_all
 from ptlrpc_conformance.harness.outputs import certdoc
 from ptlrpc_conformance.harness.outputs.report import requirement_verdicts
 from ptlrpc_conformance.harness.transport.protocol import Outcome
-from ptlrpc_conformance.harness.verdicts import charges, judge, level
+from ptlrpc_conformance.harness.outputs import level
+from ptlrpc_conformance.harness.verdicts import charges, judge
 from ptlrpc_conformance.harness.verdicts.derive import derive, twin
 
 FOREIGN = set(charges.FOREIGN_ORDER)

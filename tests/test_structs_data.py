@@ -19,6 +19,39 @@ def test_generated_struct_vectors_are_up_to_date():
     assert proc.returncode == 0, proc.stderr
 
 
+def test_release_struct_overrides_are_up_to_date():
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_struct_releases.py"), "--check"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+RELEASES = ["2.12.9", "2.15.8", "2.16.1", "2.17.0"]
+
+
+@pytest.mark.parametrize("rel", RELEASES)
+def test_every_structure_case_applies_where_the_release_has_the_structure(rel):
+    from ptlrpc_conformance.harness.verdicts import release
+    missing = {layouts.canonical(v.struct) for v in STRUCT_VECTORS if release.struct_not_applicable(v, rel)}
+    assert missing == {n for n in missing if layouts.absent(n, rel)}
+    assert missing == set()         # mdc_swap_layouts is 8 bytes before 2.17.57, asserted by wiretest.c from 2.17.0
+
+
+def test_a_release_vector_is_written_as_that_release_reads_it():
+    """Read by hand from each tag: 2.15.8's ldlm_inodebits is 24 bytes (li_gid, no li_padding or
+    li_initiator_id); its lustre_swab_connect leaves padding3 (today's ocd_compr_type) as sent;
+    2.12.9's lustre_swab_mdt_body leaves mbo_padding_8 (today's mbo_btime) as sent."""
+    vectors = {v.id: v for v in STRUCT_VECTORS}
+    bits = vectors["structs.generated.ldlm-inodebits"].for_profile("lustre-2.15.8")
+    assert len(bits.data) == 24 and set(bits.expect["fields"]) == {"bits", "try_bits", "cancel_bits", "li_gid"}
+    ocd = vectors["structs.obd-connect-data.be-flags2-compress"]
+    assert ocd.expect["fields"]["ocd_compr_type"] == 0x603
+    assert ocd.for_profile("lustre-2.15.8").expect["fields"]["ocd_compr_type"] == 0x0306000000000000
+    assert ocd.for_profile("lustre-2.16.1").expect["fields"]["ocd_compr_type"] == 0x603
+    mdt = vectors["structs.mdt-body.all-fields-be"]
+    assert mdt.for_profile("lustre-2.12.9").expect["fields"]["mbo_btime"] == 0x805ABB6400000000
+    assert mdt.for_profile("lustre-2.15.8").expect == mdt.expect
+
+
 def test_every_structure_has_vectors():
     covered = {layouts.canonical(v.struct) for v in STRUCT_VECTORS if v.verdict == "valid"}
     every = set(layouts.seed_closure())          # what the structs capability certifies

@@ -54,7 +54,7 @@ def test_canonical_vector_bytes_are_its_fields_packed(vector):
 
 def test_every_must_requirement_is_exercised_by_a_case():
     """Vectors, derived cases and declared cases together exercise every MUST."""
-    from ptlrpc_conformance.cli import exercised
+    from ptlrpc_conformance.cli.data import exercised
     named = {r for r, cases in exercised().items() if cases}
     missing = [r.id for r in registry.requirements().values() if r.level == "MUST" and r.id not in named]
     assert not missing, f"MUST requirements no case exercises: {missing}"
@@ -272,7 +272,7 @@ def test_user_vectors_the_old_loader_accepted_stay_valid():
 
 
 def test_the_suites_checksum_helper_and_the_vectors_agree():
-    from ptlrpc_conformance.harness.verdicts.cksum import lustre_cksum
+    from ptlrpc_conformance.harness.verdicts.pack import lustre_cksum
     assert lustre_cksum(bytes(184)) == 0xAFE3B049          # RULES CKSUM-2 worked example
     assert lustre_cksum(b"123456789") == 0x340BC6D9
     with_cksum = [v for v in VECTORS if v.expect and "computed_cksum" in v.expect]

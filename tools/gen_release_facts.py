@@ -57,6 +57,12 @@ TODAY = "2.17.57"
 # The two structures whose swabbing decides the HDR-SWAB / BODY-SWAB verdicts.
 SWAB_FUNCS = {"lustre_msg_v2": ("lustre_unpack_msg_v2", "lustre_swab_lustre_msg_v2"),
               "ptlrpc_body_v3": ("lustre_swab_ptlrpc_body",)}
+# The structures the suite's structure vectors send byte-swapped, each with the pack_generic.c
+# function that swaps it (struct_unswabbed).  lu_fid and ost_id are swapped in
+# obdclass/llog_swab.c from 2.14 on; their functions are the same in every release read.
+STRUCT_SWAB_FUNCS = {"obdo": ("lustre_swab_obdo",), "ost_body": ("lustre_swab_ost_body",),
+                     "ost_layout": ("lustre_swab_ost_layout",), "mdt_body": ("lustre_swab_mdt_body",),
+                     "obd_statfs": ("lustre_swab_obd_statfs",), "obd_connect_data": ("lustre_swab_connect",)}
 
 SCALARS = {"__u8": "u8", "__u16": "u16", "__u32": "u32", "__u64": "u64",
            "__s8": "s8", "__s16": "s16", "__s32": "s32", "__s64": "s64",
@@ -718,7 +724,7 @@ def member_path(hdr: Headers, agg: Aggregate, dotted: str) -> Member | None:
     return member_path(hdr, inner, rest) if inner else None
 
 
-def build_structs(hdr: Headers, wire: dict) -> tuple[dict, list]:
+def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, list]:
     structs, problems = {}, []
     for name, size in wire["sizes"].items():
         hdr.wire_sizes[name] = size
@@ -843,8 +849,10 @@ def build_structs(hdr: Headers, wire: dict) -> tuple[dict, list]:
                 sub["header_fields"] = [r["name"] for r in sub["fields"]]
                 mark_unions(sub["fields"], sub, t[7:])
                 structs[t[7:]] = sub
-    # structures a field refers to that wiretest asserts nothing of: laid out from the header
+    # structures a field refers to that wiretest asserts nothing of, and the `wanted` ones the
+    # header declares: laid out from the header
     todo = [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")]
+    todo += [name for name in wanted if name not in structs and hdr.find(name) is not None]
     while todo:
         ref = todo.pop()
         if ref in structs:
@@ -967,16 +975,19 @@ def today_names(structs: dict, struct: str, today_layout: dict) -> dict:
     return out
 
 
-def swabbed_fields(tree: Tree, struct: str) -> tuple[set, list]:
-    """Names of the struct's fields that a swab statement of pack_generic.c swaps, and cites."""
+def swabbed_fields(tree: Tree, struct: str, funcs: dict = SWAB_FUNCS) -> tuple[set, list]:
+    """Names of the struct's fields that a swab statement of pack_generic.c swaps, and cites.
+    A field handed whole to another swab function (lustre_swab_obdo(&b->oa)) counts as swapped."""
     text = tree.read(PACK_GENERIC) or ""
     names, cites = set(), []
-    for func in SWAB_FUNCS[struct]:
+    for func in funcs[struct]:
         got = function_body(text, func)
         if not got:
             continue
         body, line = got
-        found = re.findall(r"__swab(?:16|32|64)s\s*\(\s*&\s*\w+\s*->\s*(\w+)", body)
+        found = re.findall(r"__swab(?:16|32|64)s\s*\(\s*(?:\(\s*\w+\s*\*\s*\)\s*)?&\s*\w+\s*->\s*(\w+)", body)
+        if funcs is not SWAB_FUNCS:
+            found += re.findall(r"\blustre_swab_\w+\s*\(\s*&\s*\(?\s*\w+\s*->\s*(\w+)\s*\)?\s*[,)]", body)
         names.update(found)
         cites.append(f"{PACK_GENERIC}:{line} {func}")
     return names, cites
@@ -1144,6 +1155,37 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
 
 # --------------------------------------------------------------------------- assembling
 
+def certified_structs() -> tuple:
+    """The structures the suite's `structs` capability certifies (the seed structures of
+    spec/layouts.json and those nested in them) that today's wiretest.c asserts: an older
+    release whose wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0) still has
+    it when its headers declare it."""
+    own = OUTPUT_DIR / f"{TODAY}.json"
+    if not own.exists():
+        return ()
+    asserted = json.loads(own.read_text())["structs"]
+    table = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
+    out, todo = set(), [n for n, e in table.items() if e.get("seed")]
+    while todo:
+        name = todo.pop()
+        if name in out or name not in table:
+            continue
+        out.add(name)
+        todo += [f["type"][7:] for f in table[name]["fields"] if f["type"].startswith("struct ")]
+    return tuple(sorted(out & set(asserted)))
+
+
+def today_struct_fields(struct: str, structs: dict, release: str) -> list:
+    """Today's field list of a structure: the release's own when it is today's release, else the
+    committed 2.17.57 file's (spec/layouts.json's before there is one)."""
+    if release == TODAY:
+        return structs[struct]["fields"]
+    own = OUTPUT_DIR / f"{TODAY}.json"
+    table = json.loads(own.read_text())["structs"] if own.exists() else \
+        json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
+    return table[struct]["fields"]
+
+
 def today_layouts() -> dict:
     """Field lists of today's lustre_msg_v2 / ptlrpc_body_v3, from the committed 2.17.57 file when
     it exists (the generator run on v2_17_57 provides it), else from spec/layouts.json."""
@@ -1170,7 +1212,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
     if wt is None:
         raise SystemExit(f"gen_release_facts: no {WIRETEST} in the tree")
     wire = parse_wiretest(wt)
-    structs, problems = build_structs(hdr, wire)
+    structs, problems = build_structs(hdr, wire, certified_structs() if release != TODAY else ())
     if today is None:
         today = {n: structs[n]["fields"] for n in SWAB_FUNCS} if release == TODAY else today_layouts()
 
@@ -1204,6 +1246,22 @@ def build(tree: Tree, today: dict | None = None) -> dict:
         unswabbed[struct] = [f["name"] for f in today[struct]
                              if release_name[f["name"]] not in swapped]
         swab_cites[struct] = "; ".join(cites)
+    struct_unswabbed = {}
+    for struct in STRUCT_SWAB_FUNCS:
+        if struct not in structs:
+            continue
+        fields = [f for f in structs[struct]["fields"] if not f.get("flexible")]
+        names = today_names(structs, struct, today_struct_fields(struct, structs, release))
+        back = {}
+        for now, old in names.items():
+            back.setdefault(old, []).append(now)
+        swapped, cites = swabbed_fields(tree, struct, STRUCT_SWAB_FUNCS)
+        # one-byte fields need no swapping (Lustre's code says so of ocd_blocksize)
+        left = [f["name"] for f in fields if f["name"] not in swapped and f["size"] // f.get("count", 1) > 1]
+        now = {f["name"] for f in today_struct_fields(struct, structs, release)}
+        struct_unswabbed[struct] = {"fields": sorted({n for old in left
+                                                      for n in back.get(old, []) + ([old] if old in now else [])}),
+                                    "cite": "; ".join(cites)}
     # other structures whose field at today's offset has another name
     if release != TODAY:
         try:
@@ -1235,6 +1293,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
         "field_names": field_names,
         "unswabbed": unswabbed,
         "unswabbed_cite": swab_cites,
+        "struct_unswabbed": struct_unswabbed,
         "constants": constants,
         "errnos": errno_section(tree),
         "connect": connect,

@@ -43,6 +43,7 @@ class Script:
         self.live: set[str] = set()
         self.probe_step: int | None = None
         self.default_cond: dict = {}           # conditions every later exchange step gets too
+        self.connect_steps: dict[str, int] = {}  # client -> the step of its first connect
 
     def client(self, name: str, **kw) -> Client:
         c = self.clients.get(name)
@@ -102,6 +103,7 @@ class Script:
                                                why="reconnect during recovery" if recovering else
                                                "reconnect" if reconnect else "connect"),
                       "reconnect" if reconnect or recovering else "connect")
+        self.connect_steps.setdefault(name, n)
         self.live.add(name)
         return n
 
@@ -763,28 +765,64 @@ def _transaction(s, name, opc, k, note, valid=0, **fields):
     return s.body(name, opc, k, ok("nonzero", why=opc), note, valid, **fields)
 
 
-def _rc_create(s, name, k, note, connect_step):
-    """A create by a client that asked for REPLAY_CREATE: a transno if it was granted.  The
-    recovery steps after it run only if it was (a create without a transno may or may not
-    survive a restart: docs/target-rules.md §7); returns the create's step."""
+def _replay_create(connect_step):
+    """The conditions "REPLAY_CREATE granted" and "not granted" by connect step `connect_step`."""
     g = {"if_granted": {"step": connect_step, "flags": FLAGS2, "flags2": REPLAY_CREATE}}
     ng = {"if_granted": {"step": connect_step, "flags": FLAGS2, "flags2": REPLAY_CREATE, "granted": False}}
+    return g, ng
+
+
+def _rc_create(s, name, k, note, connect_step):
+    """A create by a client that asked for REPLAY_CREATE: a transno if it was granted (2.16
+    and later), none otherwise (a local transaction: ofd_precreate_objects before 2.16).
+    Returns the step of the granted variant, the one a replay repeats (a create without a
+    transno is never replayed: the client drops a request whose reply carries transno 0);
+    where it was not granted, the scenario makes its objects again during recovery
+    (_make_again)."""
+    g, ng = _replay_create(connect_step)
     n, _ = variants(s, name, "OST_CREATE", k, [(g, created(s, k, "nonzero", "REPLAY_CREATE granted"), "REPLAY_CREATE granted"),
                                               (ng, created(s, k, "zero", "REPLAY_CREATE not granted"), "not granted")],
                     note=note)
-    s.default_cond = dict(g)
     return n
+
+
+def _make_again(s, name, k, connect_step):
+    """Where REPLAY_CREATE was not granted (every OST before 2.16), creates of object K sent
+    during recovery, not replays: served at once (they carry no transno,
+    target_queue_recovery_request), they make again every object up to K that the crash lost
+    (a create took no transno, so it survived only if a later transno committed) and nothing
+    where they survived (ofd_create_hdl: an id at LAST_ID makes nothing).  A create may stop
+    early (docs/target-rules.md §3): its reply then names an object below K and the next
+    create goes on; K + 1 of them make every object from the probe's on.  So the replays
+    after them find their objects, as the MDS's orphan cleanup (OBD_FL_DELORPHAN) makes lost
+    precreated objects again on Lustre.  Every later change of those objects took a transno
+    and is replayed if it was lost (transactions commit in order: a lost create means every
+    later change was lost)."""
+    _, ng = _replay_create(connect_step)
+    early = [f"stopped-early-at-{j}" for j in range(k)]
+    cond = ng
+    for _ in range(k + 1):
+        alts = [("made", reply(0, "zero", requirement="RCV-FILTER-1", struct="ost_body", fields={OBJECT_ID: s.obj(k)},
+                               why="a create without a transno during recovery is served at once; it makes what the "
+                                   "crash lost"))]
+        alts += [(name_, reply(0, "zero", requirement="RCV-FILTER-1", struct="ost_body", fields={OBJECT_ID: s.obj(j)},
+                               why="served at once, stopped early: the next create goes on"))
+                 for j, name_ in enumerate(early)]
+        n = s.body(name, "OST_CREATE", k, AnyOf(alts), f"create up to object {k} again (no REPLAY_CREATE: lost or "
+                   "not, it exists after this)", cond=cond)
+        cond = dict(ng, if_outcome={"step": n, "outcome": early})
 
 
 def _first_object(s, note, *others):
     """c1 (and `others`) connected asking for REPLAY_CREATE, LAST_ID learnt, and object 1 created
-    by c1 (with a transno where REPLAY_CREATE was granted): the create step, which the recovery
-    scenarios replay."""
+    by c1 (with a transno where REPLAY_CREATE was granted): (the create step, which the recovery
+    scenarios replay where REPLAY_CREATE was granted; c1's connect step, which _make_again
+    needs where it was not)."""
     c1 = s.connect("c1", replay_create=True)
     for name in others:
         s.connect(name, replay_create=True)
     s.probe("c1")
-    return _rc_create(s, "c1", 1, note, c1)
+    return _rc_create(s, "c1", 1, note, c1), c1
 
 
 @scenario("recovery.replay.one-client", "a restart, a reconnect with RECOVERING, replays answered with their own transnos, a new epoch after",
@@ -792,11 +830,12 @@ def _first_object(s, note, *others):
           ["RULES TRANSNO-4, TRANSNO-7, CONN-6", "ldlm_lib.c: target_handle_connect, target_recovery_thread",
            "tgt_lastrcvd.c: tgt_boot_epoch_update"], needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create")
+    create, c1 = _first_object(s, "create")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid", MD["FLUID"], o_uid=77)
     punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 100", SIZE_BITS, o_size=100, o_blocks=EOF)
     s.op("restart")
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 1, c1)
     for n in (create, setattr_, punch):
         s.replay("c1", n)
     s.done("c1")
@@ -812,12 +851,13 @@ def _(s):
           ["RULES TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request, check_for_next_transno"],
           needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create (c1)", "c2")
+    create, c1 = _first_object(s, "create (c1)", "c2")
     first = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime 10 (c1)", MD["FLMTIME"], o_mtime=10)
     second = _transaction(s, "c2", "OST_SETATTR", 1, "setattr mtime 20 (c2)", MD["FLMTIME"], o_mtime=20)
     s.op("restart")
     s.connect("c2", recovering=True)
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 1, c1)
     s.replay("c2", second)                 # the higher transno arrives first: held if it was lost
     s.replay("c1", create)
     r_first = s.replay("c1", first)
@@ -845,17 +885,24 @@ def _(s):
     create = _rc_create(s, "c1", 1, "create 1 (c1)", c1)
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr gid (c1)", MD["FLGID"], o_gid=9)
     create2 = _rc_create(s, "c2", 2, "create 2 (c2)", c2)
+    setattr2 = _transaction(s, "c2", "OST_SETATTR", 2, "setattr mtime 4 of 2 (c2)", MD["FLMTIME"], o_mtime=4)
     s.op("restart")
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 2, c1)          # object 2 too: c2 never comes back to replay anything
     for n in (create, setattr_):
         r = s.replay("c1", n)           # a lost change is held while c2 may still come back
         s.op("expire_recovery", if_outcome={"step": r, "outcome": "waiting"})    # c2 is evicted, it runs
     s.done("c1")
     s.op("end_recovery")
     s.getattr("c1", 1, fresh(gid=9, mode=0o5666), "getattr: c1's replays stand", requirement="RCV-STATE-1")
+    # object 2: c2's changes survive only as far as they were committed (nobody replays them)
     s.getattr("c1", 2, None, "getattr 2: lost with c2", requirement="RCV-STATE-1", cond={"if_lost": create2})
-    s.getattr("c1", 2, fresh(), "getattr 2: committed before the restart", requirement="RCV-STATE-1",
-              cond={"if_committed": create2})
+    s.getattr("c1", 2, fresh(mtime=4), "getattr 2: c2's setattr was committed before the restart",
+              requirement="RCV-STATE-1", cond={"if_committed": setattr2})
+    s.getattr("c1", 2, fresh(), "getattr 2: its create committed, c2's setattr lost with c2", requirement="RCV-STATE-1",
+              cond={"if_committed": create2, "if_lost": setattr2})
+    s.getattr("c1", 2, fresh(), "getattr 2: made again by c1's create during recovery, or kept; c2's setattr lost "
+              "with c2", requirement="RCV-STATE-1", cond=dict(_replay_create(c1)[1], if_lost=setattr2))
     c = s.clients["c2"]
     s.send("c2", c.request("OBD_PING"), err("ENOTCONN", "TGT-CONN-2", "c2 was evicted at the end of recovery"),
            "c2 comes back too late")
@@ -865,7 +912,7 @@ def _(s):
           ["RCV-FILTER-1", "RCV-CONN-1"], ["RULES OPC-4, CONN-8", "tgt_handler.c: tgt_filter_recovery_request",
                                          "ldlm_lib.c: target_handle_connect"], needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create")
+    create, c1 = _first_object(s, "create")
     s.op("restart")
     s.connect("c1", recovering=True)
     s.body("c1", "OST_GETATTR", 1, err("EAGAIN", "RCV-FILTER-1", "GETATTR during recovery"), "getattr")
@@ -873,6 +920,7 @@ def _(s):
     s.send("c1", c.request("OST_STATFS"), err("EAGAIN", "RCV-FILTER-1", "STATFS during recovery"), "statfs")
     c3 = s.client("c3")
     s.send("c3", c3.connect(), err("EBUSY", "RCV-CONN-1", "a new client during recovery"), "a new client connects")
+    _make_again(s, "c1", 1, c1)
     s.replay("c1", create)
     s.done("c1")
     s.op("end_recovery")
@@ -904,6 +952,7 @@ def _(s):
     # recovery enabled: the client reconnects into recovery and replays what it has not seen committed
     s.default_cond = dict(on)
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 1, first)      # the create took no transno: it may have been lost with the setattr
     s.replay("c1", setattr_)
     s.done("c1")
     s.op("end_recovery", **on)
@@ -927,11 +976,12 @@ def _(s):
           "(it is below the next expected transno)", ["RCV-CLAIMED-1"],
           ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request"], needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create (c1)", "c2")
+    create, c1 = _first_object(s, "create (c1)", "c2")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid 3 (c1)", MD["FLUID"], o_uid=3)
     s.op("restart")
     s.connect("c1", recovering=True)
     s.connect("c2", recovering=True)
+    _make_again(s, "c1", 1, c1)
     s.replay("c1", create)
     r = s.replay("c1", setattr_)
     c2 = s.clients["c2"]
@@ -958,12 +1008,13 @@ def _(s):
           ["RULES ERR-5, TRANSNO-7", "ldlm_lib.c: target_queue_recovery_request, target_exp_enqueue_req_replay"],
           needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create (c1)", "c2")
+    create, c1 = _first_object(s, "create (c1)", "c2")
     t1 = _transaction(s, "c2", "OST_SETATTR", 1, "setattr mtime 5 (c2)", MD["FLMTIME"], o_mtime=5)
     t2 = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid 3 (c1)", MD["FLUID"], o_uid=3)
     s.op("restart")
     s.connect("c1", recovering=True)
     s.connect("c2", recovering=True)
+    _make_again(s, "c1", 1, c1)
     s.replay("c1", create)
     s.replay("c1", t2)                   # held when lost: c2's lower transno comes first
     c2 = s.clients["c2"]
@@ -984,10 +1035,11 @@ def _(s):
 @scenario("recovery.vbr-mismatch", "a replayed setattr whose pre-version differs from the object's version gets REPLY -EOVERFLOW",
           ["RCV-VBR-1"], ["RULES TRANSNO-9", "ofd_objects.c: ofd_version_get_check"], needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create")
+    create, c1 = _first_object(s, "create")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr", MD["FLUID"], o_uid=8)
     s.op("restart")
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 1, c1)
     s.replay("c1", create)
     c = s.clients["c1"]
     orig = s.steps[setattr_ - 1]
@@ -1014,13 +1066,14 @@ def _(s):
           ["ofd_objects.c: ofd_version_get_check, ofd_object_punch, ofd_attr_set", "ofd_trans.c: ofd_trans_start"],
           needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create")
+    create, c1 = _first_object(s, "create")
     punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 10: the version becomes its transno", SIZE_BITS,
                          o_size=10, o_blocks=EOF)
     times = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime: the version stays", MD["FLMTIME"], o_mtime=7)
     last = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid", MD["FLUID"], o_uid=6)
     s.op("restart")
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 1, c1)
     for n in (create, punch, times):
         s.replay("c1", n)
     s.replay("c1", last, Expect(type=REPLY_T, status=0, transno="any", requirement="RCV-VBR-1",
@@ -1037,13 +1090,14 @@ def _(s):
           ["RULES TRANSNO-5, TRANSNO-6", "ofd_dev.c: ofd_sync_hdl", "tgt_handler.c: tgt_sync"],
           needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create")
+    create, c1 = _first_object(s, "create")
     setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid and mtime", MD["FLUID"] | MD["FLMTIME"], o_uid=31,
                             o_mtime=1234)
     punch = _transaction(s, "c1", "OST_PUNCH", 1, "punch to 4000", SIZE_BITS, o_size=4000, o_blocks=EOF)
     s.body("c1", "OST_SYNC", 1, ok(why="sync: it may commit, the suite counts on nothing"), "sync")
     s.op("restart")
     s.connect("c1", recovering=True)
+    _make_again(s, "c1", 1, c1)
     for n in (create, setattr_, punch):
         s.replay("c1", n)           # skipped: a client does not replay what it knows committed
     s.done("c1")
@@ -1057,14 +1111,15 @@ def _(s):
           ["ldlm_lib.c: target_queue_recovery_request (below the next expected transno: runs at once)",
            "tgt_lastrcvd.c: tgt_last_rcvd_update"], needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create 1 (c1)", "c2")
-    create2 = s.body("c1", "OST_CREATE", 2, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "create 2 (c1)")
+    create, c1 = _first_object(s, "create 1 (c1)", "c2")
+    create2 = _rc_create(s, "c1", 2, "create 2 (c1)", c1)
     destroy = _transaction(s, "c1", "OST_DESTROY", 1, "destroy 1 (c1), its last request")
     later = [_transaction(s, "c2", "OST_SETATTR", 2, f"setattr mtime {i} of 2 (c2): the destroy may commit meanwhile, "
                           "c1 is not told", MD["FLMTIME"], o_mtime=i) for i in (1, 2, 3)]
     s.op("restart")
     s.connect("c1", recovering=True)
     s.connect("c2", recovering=True)
+    _make_again(s, "c1", 2, c1)          # a destroyed id at or below LAST_ID is not made again
     s.replay("c1", create)
     s.replay("c1", create2)
     both = AnyOf([("ran-again", reply("ENOENT", "zero", requirement="RCV-REPLAY-1", why="run again: the object is gone")),
@@ -1088,12 +1143,13 @@ def _(s):
           ["ldlm_lib.c: target_queue_recovery_request (requests without a transno are not queued)",
            "tgt_lastrcvd.c: tgt_last_rcvd_update, tgt_server_data_init"], needs=("target", "restart"))
 def _(s):
-    create = _first_object(s, "create 1 (c1)", "c2")
-    create2 = s.body("c2", "OST_CREATE", 2, created(s, 2, "nonzero", "REPLAY_CREATE granted"), "create 2 (c2)")
+    create, c1 = _first_object(s, "create 1 (c1)", "c2")
+    create2 = _rc_create(s, "c2", 2, "create 2 (c2)", s.connect_steps["c2"])
     t = _transaction(s, "c1", "OST_SETATTR", 1, "setattr mtime 3 (c1)", MD["FLMTIME"], o_mtime=3)
     s.op("restart")
     s.connect("c1", recovering=True)
     s.connect("c2", recovering=True)
+    _make_again(s, "c2", 2, s.connect_steps["c2"])
     s.replay("c1", create)
     r2 = s.replay("c2", create2)
     # once object 2 exists again (its create committed, or its replay answered): a change of
@@ -1130,11 +1186,14 @@ def unusual_scenarios() -> list[Scenario]:
     import yaml
     source = pathlib.Path(__file__).resolve().parent / "recovery_unusual_steps.yaml"
     data = yaml.safe_load(source.read_text())
-    # recorded with creates that take transnos (REPLAY_CREATE granted): an OST of a release
-    # without OBD_CONNECT2_REPLAY_CREATE (before 2.16) is judged on the three connects only
+    # recorded with creates that take transnos (REPLAY_CREATE granted to the three clients):
+    # an OST that does not grant OBD_CONNECT2_REPLAY_CREATE (every OST before 2.16) is judged
+    # on the three connects only
+    granted = [{"step": n, "flags": FLAGS2, "flags2": REPLAY_CREATE} for n in (1, 2, 3)]
     for sc in data["scenarios"]:
+        assert all(st.get("note") == "connect" for st in sc["steps"][:3]), sc["id"]
         for step in sc["steps"][3:]:
-            step.setdefault("if_release", {"replay_create": True})
+            step.setdefault("if_granted", granted)
     text = yaml.safe_dump({"format": SCENARIO_FORMAT, "scenarios": [
         dict(id=sc["id"], title=sc["title"], requirements=list(UNUSUAL_REQUIREMENTS), cite=list(UNUSUAL_CITE),
              needs=["target", "restart"], steps=sc["steps"]) for sc in data["scenarios"]]}, sort_keys=False)

@@ -7,7 +7,7 @@ vectors (vectors/structs.yaml covers the ones that travel in the suite's message
 Each vector's bytes are a running counter (byte i = i % 251 + 1; char arrays are letters
 ending in a NUL), so every field holds a distinct, non-zero value and a shifted, resized or
 swapped field cannot decode to the expected one.  The expected fields are read back by the
-suite's own structure walker (harness/verdicts/structs.py), never by an implementation under test.
+suite's own structure walker (spec/structs.py), never by an implementation under test.
 The output is committed as data; `--check` exits 1 when it is stale (the project's tests
 run it), and `ptlrpc-conformance lint-vectors` checks it like any vector file.
 """
@@ -23,24 +23,25 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import regen  # noqa: E402
 
-from ptlrpc_conformance.harness.verdicts import structs as S
-from ptlrpc_conformance.spec import layouts  # noqa: E402
+from ptlrpc_conformance.spec import layouts, structs as S  # noqa: E402
 
 OUTPUT = ROOT / "ptlrpc_conformance" / "vectors" / "structs_generated.yaml"
 HAND_WRITTEN = {"obdo", "ost_body", "ost_id", "lu_fid", "mdt_body", "obd_connect_data", "obd_statfs",
                 "obd_uuid", "lustre_handle"}
 
 
-def pattern(name: str) -> bytes:
-    size = S.size(name)
+def pattern(name: str, release: str | None = None) -> bytes:
+    """The running-counter bytes of a structure, laid out by the default release's table or
+    (tools/gen_struct_releases.py) by another release's."""
+    size = S.size(name, release)
     data = bytearray((i % 251) + 1 for i in range(size))
     covered = bytearray(size)
-    for leaf in S.leaves(name):
+    for leaf in S.leaves(name, release):
         covered[leaf.offset:leaf.offset + leaf.size * (leaf.count or 1)] = b"\1" * (leaf.size * (leaf.count or 1))
     for i in range(size):
         if not covered[i]:
             data[i] = 0          # bytes no field names (alignment holes) are zero, as an encoder writes them
-    for leaf in S.leaves(name):
+    for leaf in S.leaves(name, release):
         if leaf.kind == "char" and leaf.first_view:
             n = leaf.count
             data[leaf.offset:leaf.offset + n] = bytes(0x61 + (leaf.offset + i) % 26 for i in range(n - 1)) + b"\0"

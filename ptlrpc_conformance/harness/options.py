@@ -1,16 +1,18 @@
-"""Command-line plumbing shared by every command: the exit statuses, an argparse parser that
-exits with status 2 and the program's prefix, the argument types, and the option table.
+"""Command-line plumbing shared by every command: the exit statuses (`EXIT_STATUSES`, the one
+statement of what each means), an argparse parser that exits with status 2 and the program's
+prefix, the argument types, and the option table.
 
 The option table (`OPTIONS`) describes each option of a certification run once: its name on
 the command line and as a pytest option, type, default, help, and whether report.json's
 `reproduce` command repeats it.  Everything else is built from it: the parser of `certify` and
-`run` and the options `list`, `decode`, `requirements` and `export` share with it (cli.py), the
+`run` and the options `list`, `decode`, `requirements` and `export` share with it (cli/), the
 plugin's pytest options (plugin.py), the pytest arguments the command line passes on
 (`pytest_args`) and the `reproduce` command (`reproduce_argv`, used by outputs/report.py).
 
-The checks of a run's inputs before its first case (where the report goes, the known-failures
-file, the vector files, the ids a run names) close the module; the command line and the
-plugin share them.
+The checks of a run's inputs before its first case (where the report goes, the vector files,
+the ids a run names) close the module; the command line and the plugin share them.  The
+known-failures file is checked by the regression gate that reads it (outputs/gate.py,
+`file_problems`).
 """
 from __future__ import annotations
 
@@ -27,6 +29,41 @@ from ptlrpc_conformance.harness.transport.adapter import DEFAULT_TIMEOUT
 EXIT_OK, EXIT_FAIL, EXIT_USAGE, EXIT_IUT = 0, 1, 2, 3
 EXIT_NOT_CERTIFIED = 5            # certify: a valid selection in which no MUST case applied
 EXIT_SUITE = 6                    # a case hit a bug in the suite's own code (pytest's statuses end at 5)
+
+# What each exit status of the command means, said once: the command's --help (`exit_status_text`)
+# and the tables of README.md and docs/report.md (`exit_status_table`, tests/test_exit_statuses.py
+# checks them) are written from it.  Markdown: `code` is plain text in --help.
+EXIT_STATUSES: tuple[tuple[int, str], ...] = (
+    (EXIT_OK, "every applicable MUST case passed (SHOULD failures are warnings, unless `--strict`)"),
+    (EXIT_FAIL, "a MUST case failed (with `--strict`, a SHOULD case too), the IUT crashed, hung or garbled "
+                "mid-run, or the run stopped early (`--max-fail`, `--time-budget`, Ctrl-C; the report is marked "
+                "incomplete)"),
+    (EXIT_USAGE, "usage or input error: a bad option, unknown ids (`--requirement`, `--area`, `--case`, "
+                 "requirements named by a case's marker), bad or empty input files (vectors, scenarios, "
+                 "known-failures)"),
+    (EXIT_IUT, "the IUT could not start, or its hello was missing, invalid or not protocol 1"),
+    (EXIT_NOT_CERTIFIED, "(`certify`) a valid selection in which no MUST case applied to the IUT: level "
+                         "`not certified` (an IUT that declares no capability gets this)"),
+    (EXIT_SUITE, "a case hit a bug in ptlrpc-conformance itself (verdict `error (suite)`, charged to no "
+                 "requirement): the run's verdicts cannot be trusted until the suite is fixed; it outranks "
+                 "0, 1 and 5 and the regression gate; please report it"),
+)
+
+
+def exit_status_table() -> str:
+    """EXIT_STATUSES as the Markdown table the documents show."""
+    rows = [f"| {code} | {meaning} |" for code, meaning in EXIT_STATUSES]
+    return "\n".join(["| status | meaning |", "|---|---|"] + rows)
+
+
+def exit_status_text(width: int = 92) -> str:
+    """EXIT_STATUSES as the paragraph that ends the command's --help."""
+    import re
+    import textwrap
+    plain = [re.sub(r"`([^`]*)`", lambda m: f'"{m[1]}"' if " " in m[1] else m[1], meaning)   # `not certified`
+             for _, meaning in EXIT_STATUSES]
+    said = "; ".join(f"{code} {meaning}" for (code, _), meaning in zip(EXIT_STATUSES, plain))
+    return textwrap.fill(f"Exit status: {said}.", width)
 DEFAULT_SEED = 20261122           # of the property tests, unless --seed says otherwise
 DEFAULT_EXAMPLES = 200            # examples per property test
 
@@ -274,11 +311,11 @@ def reproduce_argv(getoption: Callable[[str], Any], resolved: Mapping[str, Any] 
 # The inputs of a run, checked before its first case
 # ------------------------------------------------------------------------------------------
 #
-# Where the report goes, the known-failures file, the vector files, the selection options and
-# the requirement ids cases declare.  Each check returns a list of problems, one line each,
+# Where the report goes, the vector files, the selection options and the requirement ids cases
+# declare (the known-failures file: outputs/gate.py, `file_problems`).  Each check returns a list of problems, one line each,
 # naming the option (as the caller spells it: `--out` on the command line,
 # `--conformance-report` in the plugin) or the file and line.  The command line checks what it
-# can before it starts pytest (cli.py); the plugin checks the same for runs without the command
+# can before it starts pytest (cli/certify.py); the plugin checks the same for runs without the command
 # line, and the case ids and areas once the cases are collected (plugin.py).  An id that is not
 # known is named with the closest known ids.
 
@@ -363,29 +400,6 @@ def writable_file(path: str | os.PathLike, option: str, make_parents: bool = Tru
         return []
     why = problems[0].split(": ", 1)[1]
     return [f"{option} {path}: " + (why if why.startswith("cannot be created") else f"cannot be created: {why}")]
-
-
-def known_failures(path: str | None, update: str | None, option: str = "--known-failures",
-                   update_option: str = "--update-known-failures") -> list[str]:
-    """The known-failures file parses and validates; with `update` (tighten or loosen) it may
-    be missing (the run creates it), and `update` needs a file."""
-    from ptlrpc_conformance.harness.outputs import gate
-    if update and not path:
-        return [f"{update_option} needs {option} FILE (the file to rewrite, or to create)"]
-    if not path:
-        return []
-    p = pathlib.Path(path)
-    if not p.exists():
-        if update:
-            return writable_file(p, option)
-        return [f"{option} {path}: no such file (`{update_option} loosen` creates it from a run's failures)"]
-    if p.is_dir():
-        return [f"{option} {path}: is a directory, not a known-failures file"]
-    try:
-        gate.load(p, allow_empty=bool(update))
-    except gate.GateError as e:
-        return list(e.problems)
-    return writable_file(p, option) if update else []
 
 
 def requirement_ids(ids: Iterable[str], option: str) -> list[str]:

@@ -15,16 +15,19 @@ def make_testee(config: CodecConfig | None = None, **kw) -> ReferenceTestee:
 
 def release_testee(release: str) -> ReferenceTestee:
     """The reference as the code of an older Lustre release behaves (`--iut
-    reference:RELEASE`): its decoding follows that release's swab lists and, where its
+    reference:RELEASE`): its decoding follows that release's swab lists and structure layouts
+    (in today's field names: spec/layouts.py view, swab_rules) and, where its
     lustre_msg_get_jobid does not NUL-terminate, reads an unterminated jobid whole; its
     target answers as that release's OST (release_ost).  Facts from spec/releases/."""
-    from ptlrpc_conformance.spec import releases
+    from ptlrpc_conformance.spec import layouts, releases
+    from .structs import StructConfig
     facts = releases.load(release)
     unswabbed = frozenset(facts["unswabbed"]["lustre_msg_v2"] + facts["unswabbed"]["ptlrpc_body_v3"])
     terminated = facts["behaviour"]["jobid_nul_terminated"]["value"]
     config = CodecConfig(unswabbed=unswabbed,
                          **({} if terminated else {"jobid_chars": CodecConfig().jobid_chars + 1}))
-    return ReferenceTestee(config, target_config=TargetConfig(release=release),
+    structs = StructConfig(layouts=layouts.view(release), swab=layouts.swab_rules(release))
+    return ReferenceTestee(config, struct_config=structs, target_config=TargetConfig(release=release),
                            name=f"ptlrpc-conformance reference (as Lustre {release})")
 
 

@@ -46,6 +46,9 @@ class StructCodec:
             return bare
         if bare in table["aliases"]:
             return table["aliases"][bare]
+        today = layouts.load()
+        if bare in today["structs"] or bare in today["aliases"]:      # a later release's structure
+            raise CodecError("EOPNOTSUPP", f"no structure {name!r} in this release")
         raise CodecError("EINVAL", f"no wire structure named {name!r}")
 
     def entry(self, name: str) -> dict:

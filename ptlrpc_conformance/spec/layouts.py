@@ -9,7 +9,11 @@ other part of the package (spec.layout(), the codecs, the suites) reads layouts 
 
 Seed names and old type names are accepted wherever a structure name is expected; renamed
 seed fields resolve through `resolve_field_alias`.  Every function takes an optional
-`release`: None (or "2.17.57") is the default table.  Standard library only.
+`release`: None (or "2.17.57") is the default table.  `view(release)` is a release's table
+in today's field names (what a decoder of that release reports under the testee protocol),
+`swab_rules(release)` its byte-swapping rules; `absent` and `reads_otherwise` say whether a
+release has a structure and whether it reads it otherwise than the default release.
+Standard library only.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from importlib import resources
 
 __all__ = ["DEFAULT_RELEASE", "UnknownRelease", "load", "release_key", "known_releases", "canonical", "struct",
            "field", "elem_size", "field_names", "sha256", "seed_structs", "seed_closure", "seed_formulas", "size_formula",
-           "resolve_field_alias"]
+           "resolve_field_alias", "view", "swab_rules", "absent", "reads_otherwise"]
 
 DEFAULT_RELEASE = "2.17.57"
 _PACKAGE = "ptlrpc_conformance.spec"
@@ -109,33 +113,141 @@ def _extracted(release: str) -> dict:
     return {"structs": facts.get("structs") or {}, "field_names": facts.get("field_names") or {}}
 
 
-def differs_from_default(name: str, release: str | None = None) -> str | None:
-    """Why a release's code reads structure `name` otherwise than the default release's, or
-    None: it lays it out otherwise (size, offsets), does not have it, or names some of its
-    fields otherwise (padding there, which its code may leave unswapped).  A structure the
-    extraction does not cover (no wiretest.c assertion) is taken as the same."""
-    release = release_key(release)
+def view(release: str | None = None) -> dict:
+    """A release's table in today's field names: what a decoder of that release reports under
+    the testee protocol, which names every field by its current name (docs/testee-protocol.md
+    section 3.1).  Same keys as load(); the default release's is load() itself.
+
+    Each structure is the release's own (its size, offsets, fields): a field the release names
+    otherwise takes today's name when today has one field at the same bytes; a field of the
+    release that today splits into several (padding that later became fields: pb_padding64_2
+    into pb_uid and pb_gid) becomes today's fields when they cover exactly its bytes.  A
+    field today has and the release lacks (a later union view, a later flexible array) is not
+    there."""
+    return _view(release_key(release))
+
+
+_KEYS = ("name", "offset", "size", "type", "count", "flexible", "elem_size", "union")
+
+
+def _shape(entry: dict) -> tuple:
+    return entry["size"], [tuple(f.get(k) for k in _KEYS) for f in entry["fields"]]
+
+
+@functools.lru_cache(maxsize=None)
+def _view(release: str) -> dict:
+    default = load()
     if release == DEFAULT_RELEASE:
-        return None
+        return default
+    # compared release to release from the same extraction (tools/gen_release_facts.py); a
+    # structure it does not cover (no wiretest.c assertion) is taken as the same
+    mine, base = _extracted(release), _extracted(DEFAULT_RELEASE)
+    structs = {}
+    for name, entry in default["structs"].items():
+        if name not in base["structs"]:
+            structs[name] = entry
+        elif name in mine["structs"]:
+            seen = _view_struct(mine["structs"][name], base["structs"][name], mine["field_names"].get(name, {}))
+            structs[name] = entry if _shape(seen) == _shape(base["structs"][name]) else seen
+    return {**default, "structs": structs,
+            "aliases": {a: c for a, c in default["aliases"].items() if c in structs},
+            "field_aliases": {s: rows for s, rows in default["field_aliases"].items() if s in structs}}
+
+
+def _view_struct(entry: dict, now: dict | None, names: dict) -> dict:
+    if now is None:
+        return entry
+    current = {f["name"]: f for f in now["fields"]}
+    back: dict[str, list[str]] = {}
+    for today_name, old in names.items():
+        back.setdefault(old, []).append(today_name)
+    fields = []
+    for f in entry["fields"]:
+        same = current.get(f["name"])
+        if same is not None and (same["offset"], same["size"]) == (f["offset"], f["size"]):
+            fields.append(f)
+            continue
+        parts = sorted((current[n] for n in back.get(f["name"], []) + ([f["name"]] if same else [])
+                        if not current[n].get("flexible")), key=lambda g: g["offset"])
+        at = f["offset"]
+        for g in parts:
+            at = g["offset"] + g["size"] if g["offset"] == at else -1
+        if parts and at == f["offset"] + f["size"]:
+            fields += [{k: v for k, v in g.items() if k != "union"} | ({"union": f["union"]} if f.get("union") else {})
+                       for g in parts]
+        else:
+            fields.append(f)
+    return {**entry, "fields": fields}
+
+
+def swab_rules(release: str | None = None) -> dict:
+    """The byte-swapping rules of facts.json (`swab`: per structure, the fields Lustre's
+    lustre_swab_* routines leave alone, and the conditional ones) as a release's code applies
+    them, in today's field names: a field the release's swab routine leaves alone that the
+    default release's swaps is added to `opaque`, and the other way round (`unswabbed` and
+    `struct_unswabbed` of releases/<release>.json, read from that release's pack_generic.c)."""
+    return _swab_rules(release_key(release))
+
+
+@functools.lru_cache(maxsize=None)
+def _swab_rules(release: str) -> dict:
+    from ptlrpc_conformance import spec
+    from ptlrpc_conformance.spec import releases
+    rules = copy.deepcopy(spec.facts()["swab"])
+    if release == DEFAULT_RELEASE:
+        return rules
+    mine, base = releases.load(release), releases.load(DEFAULT_RELEASE)
+
+    def unswabbed(facts):
+        out = {s: set(v["fields"]) for s, v in (facts.get("struct_unswabbed") or {}).items()}
+        out.update({s: set(v) for s, v in facts["unswabbed"].items()})
+        return out
+    mine_u, base_u = unswabbed(mine), unswabbed(base)
+    for struct in mine_u.keys() & base_u.keys():
+        added, removed = mine_u[struct] - base_u[struct], base_u[struct] - mine_u[struct]
+        if added or removed:
+            rule = rules.setdefault(struct, {"opaque": [], "cite": ""})
+            rule["opaque"] = [f for f in rule.get("opaque", []) if f not in removed] + sorted(added)
+            rule["cite"] = f"Lustre {release}: " + (mine.get("struct_unswabbed", {}).get(struct, {}).get("cite")
+                                                    or mine.get("unswabbed_cite", {}).get(struct, "") or rule["cite"])
+    return rules
+
+
+def absent(name: str, release: str | None = None) -> str | None:
+    """Why structure `name` has no layout for Lustre `release`, or None.  The release's table
+    holds what its wiretest.c asserts and, for the structures the `structs` capability
+    certifies, what its headers declare (tools/gen_release_facts.py): a structure missing from
+    it is one the release does not have, or one outside what the suite certifies."""
+    release = release_key(release)
     try:
         current = canonical(name)
     except KeyError:
         return None
-    mine, base = _extracted(release), _extracted(DEFAULT_RELEASE)
-    if current not in base["structs"]:
+    if current in view(release)["structs"]:
         return None
-    if current not in mine["structs"]:
-        return f"Lustre {release} has no struct {current}"
+    return f"the layout table of Lustre {release} (spec/releases/{release}.json) has no struct {current}"
 
-    def shape(entry):
-        return entry["size"], [(f["offset"], f["size"]) for f in entry["fields"]]
-    if shape(mine["structs"][current]) != shape(base["structs"][current]):
-        return f"Lustre {release} lays struct {current} out otherwise (docs/releases.md)"
-    renamed = sorted(mine["field_names"].get(current, {}))
-    if renamed:
-        return (f"Lustre {release} names fields of struct {current} otherwise ({', '.join(renamed)}: padding "
-                "there, possibly left unswapped)")
-    return None
+
+def reads_otherwise(name: str, release: str | None = None) -> bool:
+    """Whether a decoder of `release` reads structure `name` otherwise than the default
+    release's, under today's field names: another size, offset, type or set of fields
+    (view()), or other byte-swapping rules (swab_rules()), in it or in a structure nested in it.
+    A structure the release lacks (absent()) is not read at all."""
+    release = release_key(release)
+    if release == DEFAULT_RELEASE or absent(name, release):
+        return False
+    mine, base = view(release)["structs"], load()["structs"]
+    rules, base_rules = swab_rules(release), swab_rules()
+    seen, todo = set(), [canonical(name)]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if mine.get(n) is not base[n] or rules.get(n) != base_rules.get(n):
+            return True
+        todo += [f["type"][len("struct "):] for f in base[n]["fields"] if f["type"].startswith("struct ")]
+    return False
 
 
 def sha256(release: str | None = None) -> str:

@@ -29,6 +29,13 @@ client was told and the highest transno issued; a target that reports its commit
 reply's status must agree with the candidate state it ran on.  A second restart waits until
 a client has been told that a transaction of the new epoch committed (so everything before
 it is on stable storage).
+
+The changes drawn are those a client makes on every release: setattr, punch and destroy take
+a transno everywhere (ofd_trans_start, tgt_last_rcvd_update), a create only where
+OBD_CONNECT2_REPLAY_CREATE was granted (2.16 and later); a create without one is never
+replayed.  When a replay the target held was answered and the objects read back agree, the
+replay order is judged too (RCV-ORDER-1: the candidates run each batch's held replays in
+transno order).
 """
 from __future__ import annotations
 
@@ -221,10 +228,13 @@ class RecoveryMachine(BudgetedMachine):
             for n in s.judge.evicted:  # evicted at an expiry: a later connect is new
                 self.c(n).connected = False
             present = [n for n in present if n not in s.judge.evicted]
+        held_ran = set()                # replay steps whose reply the target deferred and then sent
         for n, ch in replay_steps.items():
             rep = s.replies.get(n)
             if rep is None or s.judge.outcomes.get(n) == "evicted":
                 continue                # dropped, or refused to an evicted client: it did not run
+            if n in s.judge.deferred:
+                held_ran.add(n)
             ran.append(Ran(ch, True, rep.status if rep.body["pb_type"] == wire.REPLY else None,
                            rep.body["pb_transno"], s.judge.batch.get(n, n),
                            reply_object_id(rep) if ch.opc == "OST_CREATE" else None))
@@ -253,6 +263,10 @@ class RecoveryMachine(BudgetedMachine):
             shown = "\n".join(f"  commit point {cp:#x}: {_show(st_, ids)}" for cp, st_ in candidates[:6])
             s.fail([f"RCV-STATE-1: after recovery the objects are {_show_seen(observed)}; what the committed, replayed "
                     f"and recovery-time changes allow:\n{shown}"])
+        if held_ran:
+            # a replay the target held came back, and the objects are what running the held
+            # replays of each batch in transno order makes: the replay order was judged
+            s.judge.judged.append("RCV-ORDER-1")
         state = matches[0][1].copy()
         for oid, seen in observed.items():
             if seen is not None and oid in state.objects:

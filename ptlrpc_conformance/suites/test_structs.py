@@ -3,7 +3,7 @@ and the valid-bit semantics of obdo (o_valid) and mdt_body (mbo_valid).
 
 Vector cases come from vectors/structs*.yaml (`op: decode_struct`); truncations are
 derived by the suite; the valid-bit rules are Hypothesis properties whose inputs are built
-by the suite's own structure walker (harness/verdicts/structs.py) from spec/layouts.json and whose
+by the suite's own structure walker (spec/structs.py) from spec/layouts.json and whose
 expectations come from the valid-bit table in spec/facts.json.
 """
 import pytest
@@ -12,9 +12,8 @@ from hypothesis import strategies as st
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.fixtures.strategies import a_few, subsets
 from ptlrpc_conformance.harness.verdicts import judge, release
-from ptlrpc_conformance.harness.verdicts import structs as S
 from ptlrpc_conformance.harness.data.vectors import Vector
-from ptlrpc_conformance.spec import layouts
+from ptlrpc_conformance.spec import layouts, structs as S
 from ptlrpc_conformance.suites.test_properties import check_property
 
 REQUIRED = {layouts.canonical(n) for n in spec.facts()["structs_required"]}
@@ -25,10 +24,18 @@ case = pytest.mark.conformance
 
 
 def _same_layout(conclude, name: str) -> None:
-    """End the case as not applicable when the profile's release lays `name` out otherwise
-    (verdicts/release.py struct_differs): the suite's vectors are written for the default
-    release's layouts."""
+    """End the case as not applicable when the profile's release has no structure `name`
+    (verdicts/release.py struct_differs)."""
     why = release.struct_differs(name)
+    if why:
+        conclude(judge.Judgement(judge.NOT_APPLICABLE, why))
+
+
+def _applies(conclude, vector) -> None:
+    """End a vector's case as not applicable when the profile's release lacks its structure,
+    or reads it otherwise and the vector has no bytes for that release (verdicts/release.py
+    struct_not_applicable)."""
+    why = release.struct_not_applicable(vector)
     if why:
         conclude(judge.Judgement(judge.NOT_APPLICABLE, why))
 
@@ -37,7 +44,7 @@ def test_struct_decode(struct_vector, iut, need, conclude, request):
     """An invalid structure is sent with its valid neighbour (fixtures/core.py control_vector):
     its rejection is evidence only when the neighbour is accepted."""
     need(iut, "decode_struct")
-    _same_layout(conclude, struct_vector.struct)
+    _applies(conclude, struct_vector)
     from ptlrpc_conformance.fixtures.core import control_vector
     neighbour = control_vector(request.config, struct_vector)
     if neighbour is None:
@@ -50,7 +57,7 @@ def test_struct_decode(struct_vector, iut, need, conclude, request):
 
 def test_struct_encode(encode_struct_vector, iut, need, conclude):
     need(iut, "encode_struct")
-    _same_layout(conclude, encode_struct_vector.struct)
+    _applies(conclude, encode_struct_vector)
     outcome = iut.call(encode_struct_vector.encode_request())
     if outcome.rejected and outcome.error == "EOPNOTSUPP" and layouts.canonical(encode_struct_vector.struct) not in REQUIRED:
         conclude(judge.Judgement(judge.NOT_APPLICABLE, f"the IUT does not support {encode_struct_vector.struct}"))
@@ -63,7 +70,7 @@ def _cut_cases(config):
     for v in session_vectors(config):
         if v.op != "decode_struct" or v.verdict != "valid":
             continue
-        size = S.size(v.struct)
+        size = S.size(v.struct, None if release.struct_differs(v.struct) else release.active())
         cuts = sorted({0, size // 2, size - 1} - {size})
         variants = tuple(Vector(id=f"{v.id}.cut-{k}", title=f"the first {k} of {size} bytes of {v.struct}",
                                 requirements=("STRUCT-TRUNC-1",), cite=("RULES PAD-3",), verdict="invalid",
@@ -84,7 +91,7 @@ def test_struct_truncated(struct_cut_variants, iut, need, conclude):
     control: a rejected cut is evidence only when the whole one is accepted."""
     need(iut, "decode_struct")
     origin, struct_cut_variants = struct_cut_variants
-    _same_layout(conclude, origin.struct)
+    _applies(conclude, origin)
     *outcomes, control = iut.call_many([v.decode_request() for v in (*struct_cut_variants, origin)])
     required = layouts.canonical(struct_cut_variants[0].struct) in REQUIRED
     judgements = [judge.judge_struct(v, o, required, control) for v, o in zip(struct_cut_variants, outcomes)]

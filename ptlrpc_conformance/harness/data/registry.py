@@ -20,6 +20,10 @@ REQUIREMENT_ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-[0-9]+$")
 LEVELS = ("MUST", "SHOULD", "MAY")
 CAPABILITIES = ("decode", "encode", "structs", "target", "restart")    # the order they are named in
 DIRECTIONS = ("request", "reply")
+# what a requirement judges (its `kind`, explained in requirements.yaml's header and docs/ids.md)
+KINDS = ("acceptance", "content", "checksum", "valid", "encoding", "behaviour", "protocol")
+# the kinds of a requirement about what a decoder reports, never about whether it accepts a message
+CONTENT_KINDS = ("content", "checksum", "valid")
 
 
 class RegistryError(Exception):
@@ -52,7 +56,8 @@ class Requirement:
     rules: tuple[str, ...]
     cite: tuple[str, ...]
     profiles: Applies | None   # None = every profile
-    capability: str | None = "decode"  # what an IUT declares for its cases to apply; None: the protocol's own
+    capability: str | None             # what an IUT declares for its cases to apply; None: the protocol's own
+    kind: str                          # what it judges (KINDS)
     direction: str | None = None       # a decoder rule of one direction only
     errno_class: bool = False          # judges the errno class of a rejection
 
@@ -232,6 +237,8 @@ def requirements() -> dict[str, Requirement]:
         cap = r.get("capability")
         if cap not in CAPABILITIES + ("none",):
             raise RegistryError(f"{where}: capability must be one of {CAPABILITIES + ('none',)}")
+        if r.get("kind") not in KINDS:
+            raise RegistryError(f"{where}: kind must be one of {KINDS}")
         if r.get("direction") not in (None,) + DIRECTIONS:
             raise RegistryError(f"{where}: direction must be one of {DIRECTIONS}")
         if not isinstance(r.get("errno_class", False), bool):
@@ -239,8 +246,27 @@ def requirements() -> dict[str, Requirement]:
         out[rid] = Requirement(rid, r["level"], " ".join(str(r["statement"]).split()),
                                tuple(r.get("rules") or ()), tuple(r["cite"]),
                                applies,
-                               None if cap == "none" else cap, r.get("direction"), r.get("errno_class", False))
+                               None if cap == "none" else cap, r["kind"], r.get("direction"),
+                               r.get("errno_class", False))
     return out
+
+
+def kind(rid: str) -> str | None:
+    """The kind of requirement `rid` (None for an id the registry does not know)."""
+    req = requirements().get(rid)
+    return req.kind if req is not None else None
+
+
+def capability(rid: str) -> str | None:
+    """The capability requirement `rid` needs (None: the testee protocol's own, or an id the
+    registry does not know)."""
+    req = requirements().get(rid)
+    return req.capability if req is not None else None
+
+
+def content_only(rid: str) -> bool:
+    """Whether `rid` is about what a decoder reports, never about whether it accepts a message."""
+    return kind(rid) in CONTENT_KINDS
 
 
 ALIASES_FORMAT = "ptlrpc-conformance-case-aliases/1"

@@ -3,7 +3,7 @@ from the protocol facts, and the validation of vector files against it.
 
 What the schema says comes from one place each: header and body field names and widths
 (integer ranges, the jobid length) from the MESSAGE description of
-harness/transport/protocol.py, itself built from spec/facts.json and spec/layouts.json; structure names from
+harness/data/message.py, itself built from spec/facts.json and spec/layouts.json; structure names from
 spec/layouts.json; the id grammars from harness/data/registry.py; the decode rejection
 classes from facts.json's errno table.  `python tools/gen_schemas.py` writes the file and
 `--check` (run by the project's tests) says whether the committed one is what this module
@@ -29,8 +29,8 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.data import message as P
 from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID
-from ptlrpc_conformance.harness.transport import protocol as P
 from ptlrpc_conformance.spec import layouts
 
 if TYPE_CHECKING:
@@ -125,6 +125,12 @@ def build() -> dict:
             "description": "a mapping of expected fields",
             "properties": {"fields": {"type": "object"}, "valid": _ref("names")}},
         "names": {"type": "array", "items": {"type": "string"}, "description": "a list of field names"},
+        "profile_override": {
+            "type": "object", "title": "profile override", "additionalProperties": False,
+            "description": "what a profile changes in a vector: its verdict, errno classes, or (a structure vector "
+                           "under a release profile) the release's own bytes and expected fields",
+            "properties": {"verdict": {"enum": list(VERDICTS)}, "errno": _ref("errnos"), "bytes": _ref("bytes"),
+                           "expect": _ref("struct_expect"), "note": {"description": "free text"}}},
         "vector": {
             "type": "object", "title": "vector", "description": "a vector (a mapping)",
             "required": ["id", "title", "requirements", "cite", "verdict", "bytes"],
@@ -148,10 +154,7 @@ def build() -> dict:
                                          "or any (structure vectors)"},
                 "expect": {"description": "what the bytes decode to (by op: message_expect or struct_expect)"},
                 "note": {"description": "free text"},
-                "profile_overrides": {
-                    "type": ["object", "null"],
-                    "additionalProperties": {"type": "object", "title": "profile override", "additionalProperties": False,
-                                             "properties": {"verdict": {"enum": list(VERDICTS)}, "errno": _ref("errnos")}}},
+                "profile_overrides": {"type": ["object", "null"], "additionalProperties": _ref("profile_override")},
             },
             "allOf": [
                 _rule(STRUCT_OP, {"required": ["struct", "byte_order"],
@@ -189,12 +192,17 @@ def build() -> dict:
                        "validates every file against it and checks in Python only what a schema cannot say "
                        "(requirement ids and profiles exist, the byte notation parses).",
         "type": "object",
-        "required": ["format", "vectors"],
+        "required": ["format"],
+        "anyOf": [{"required": ["vectors"]}, {"required": ["release_overrides"]}],
         "properties": {
             "format": {"const": FORMAT},
             "area": {"type": "string"},
             "fragments": {"description": "pieces reused through YAML anchors; not read by the loader"},
             "vectors": {"type": "array", "items": _ref("vector")},
+            "release_overrides": {
+                "type": "object", "description": "profile overrides of vectors (of any file) by id",
+                "propertyNames": {"pattern": CASE_ID.pattern},
+                "additionalProperties": {"type": "object", "additionalProperties": _ref("profile_override")}},
         },
         "$defs": defs,
     }

@@ -19,6 +19,11 @@ A vector file is YAML:
       errno: [EINVAL]                       # invalid vectors: the allowed errno classes
       profile_overrides: {KEY: {verdict: acceptable}}   # KEY: a modifier (literal), a release
                                             # profile (lustre-2.12.9) or both (lustre-2.12.9-literal)
+                                            # a structure vector's override may also give the
+                                            # release's own `bytes` and `expect`
+    release_overrides:                      # optional: profile_overrides of vectors of any file,
+      structs.obdo.all-fields-be:           # by id (vectors/structs_releases.yaml, generated)
+        lustre-2.12.9: {bytes: ..., expect: {...}}
 
 A file is validated against the JSON Schema generated from the protocol facts
 (schemas/vectors-v1.json, harness/data/vector_schema.py); this module adds what a schema
@@ -97,7 +102,8 @@ class Vector:
         if not o:
             return self
         return replace(self, verdict=o.get("verdict", self.verdict),
-                       errno=tuple(o.get("errno", self.errno)))
+                       errno=tuple(o.get("errno", self.errno)), expect=o.get("expect", self.expect),
+                       data=parse_bytes(o["bytes"], f"{self.id}.profile_overrides") if "bytes" in o else self.data)
 
     def decode_request(self) -> dict:
         """The testee-protocol request that decodes this vector."""
@@ -225,6 +231,13 @@ def to_file_dict(v: Vector, id_prefix: str = "") -> dict:
     if v.note:
         out["note"] = v.note
     out["bytes"] = [v.data.hex()]
+    # a structure vector as a release profile judges it keeps that profile's override, so
+    # that it applies again under that profile (verdicts/release.py struct_not_applicable)
+    own = {k: {"bytes": [v.data.hex()], **({"expect": v.expect} if "expect" in out else {})}
+           for k, o in v.overrides.items() if isinstance(o, dict) and "bytes" in o
+           and parse_bytes(o["bytes"], k) == v.data and o.get("expect") == v.expect}
+    if own:
+        out["profile_overrides"] = own
     return out
 
 
@@ -238,8 +251,11 @@ def is_scenario_text(text: str) -> bool:
     return any(f"\nformat: {f}\n" in text or text.startswith(f"format: {f}\n") for f in SCENARIO_FORMATS)
 
 
-def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[str] | None = None) -> list[Vector]:
-    """Vectors of one file; problems are appended to `problems` (raised if None)."""
+def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[str] | None = None,
+              release_overrides: dict | None = None) -> list[Vector]:
+    """Vectors of one file; problems are appended to `problems` (raised if None).  The file's
+    `release_overrides` (profile overrides of vectors by id, which may be in other files) are
+    checked, and added to `release_overrides` when it is given (apply_release_overrides)."""
     own = problems is None
     problems = [] if own else problems
     before = len(problems)                  # this file's problems are those appended from here
@@ -262,6 +278,8 @@ def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[
     if data is not None:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             problems.append(f"{name}: not a vector file (expected 'format: {FORMAT}')")
+        elif "vectors" not in data and isinstance(data.get("release_overrides"), dict):
+            _check_release_overrides(name, data["release_overrides"], problems, release_overrides)
         elif not isinstance(data.get("vectors"), list):
             problems.append(f"{name}: 'vectors' must be a list")
         elif not data["vectors"]:
@@ -281,9 +299,54 @@ def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[
                     out.append(replace(v, source=name))
             if not checked and schema_clean:
                 yamlcache.mark("vector-schema", schema, text)
+            if isinstance(data.get("release_overrides"), dict):
+                _check_release_overrides(name, data["release_overrides"], problems, release_overrides)
     if own and problems:
         raise VectorError(problems)
     return out
+
+
+def _check_release_overrides(name: str, table: dict, problems: list[str], out: dict | None) -> None:
+    """The problems of a file's `release_overrides`: ids and profiles exist, bytes parse."""
+    _, known_profiles = profiles()
+    for vid, by_profile in table.items():
+        if not isinstance(vid, str) or not CASE_ID.match(vid) or not isinstance(by_profile, dict):
+            problems.append(f"{name}: release_overrides.{vid}: not a case id with a mapping of profile overrides")
+            continue
+        for key, o in by_profile.items():
+            where = f"{name}: release_overrides.{vid}.{key}"
+            if key not in known_profiles and key not in modifiers():
+                problems.append(f"{where}: neither a modifier ({', '.join(modifiers())}) nor a profile")
+            elif not isinstance(o, dict) or set(o) - {"verdict", "errno", "bytes", "expect", "note"}:
+                problems.append(f"{where}: an override gives verdict, errno, bytes, expect or note")
+            elif "bytes" in o:
+                try:
+                    parse_bytes(o["bytes"], f"{where}.bytes")
+                except ValueError as e:
+                    problems.append(str(e))
+        if out is not None:
+            out.setdefault(vid, []).append((name, by_profile))
+
+
+def apply_release_overrides(vectors: list[Vector], table: dict, problems: list[str]) -> list[Vector]:
+    """The vectors with the release_overrides of every file (load_file) merged into their
+    profile overrides; an override for an unknown vector, or one its own file already
+    gives, is a problem."""
+    if not table:
+        return vectors
+    by_id = {v.id: v for v in vectors}
+    for vid, entries in table.items():
+        for source, by_profile in entries:
+            v = by_id.get(vid)
+            if v is None:
+                problems.append(f"{source}: release_overrides.{vid}: no vector has this id")
+                continue
+            twice = sorted(set(by_profile) & set(v.overrides))
+            if twice:
+                problems.append(f"{source}: release_overrides.{vid}: {', '.join(twice)} already overridden in {v.source}")
+                continue
+            by_id[vid] = replace(v, overrides={**v.overrides, **by_profile})
+    return [by_id[v.id] for v in vectors]
 
 
 def bundled_files() -> list[tuple[str, str]]:
@@ -315,11 +378,12 @@ def _bundled() -> tuple[tuple[Vector, ...], tuple[str, ...]]:
     them twice: the command line before the run, the plugin in it)."""
     problems: list[str] = []
     vectors: list[Vector] = []
+    table: dict = {}
     for name, text in bundled_files():
         if is_scenario_text(text):
             continue            # the bundled scenario file: harness/ost/scenario.py reads it (not parsed twice)
-        vectors += load_file(name, text, problems)
-    return tuple(vectors), tuple(problems)
+        vectors += load_file(name, text, problems, table)
+    return tuple(apply_release_overrides(vectors, table, problems)), tuple(problems)
 
 
 def load_all(extra_dirs: Iterable[str] = ()) -> list[Vector]:
@@ -327,8 +391,10 @@ def load_all(extra_dirs: Iterable[str] = ()) -> list[Vector]:
     bundled, bundled_problems = _bundled()
     problems: list[str] = list(bundled_problems)
     vectors: list[Vector] = list(bundled)
+    table: dict = {}
     for path in user_files(extra_dirs):
-        vectors += load_file(path, None, problems)
+        vectors += load_file(path, None, problems, table)
+    vectors = apply_release_overrides(vectors, table, problems)
     check_unique_ids(vectors, problems)
     if problems:
         raise VectorError(problems)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.wire import ERR, REPLY, Message
-from ptlrpc_conformance.harness.verdicts import structs as S
+from ptlrpc_conformance.spec import structs as S
 
 C = spec.constant
 EOF = C("OBD_OBJECT_EOF")

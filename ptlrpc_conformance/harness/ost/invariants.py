@@ -113,6 +113,57 @@ class _Export:
 
 
 @dataclass
+class _Exchange:
+    """One exchange as TargetChecker.observe judges it: the record's place and times, the
+    parsed request and reply, the export it names, and what the checks found (`out`) and which
+    invariants they judged (`judged`)."""
+    n: int                               # the record's position (Violation.record)
+    client: str
+    xid: int
+    _note: object                        # TargetChecker._note
+    now: int = 0                         # when the request was sent
+    done: int = 0                        # when its reply was captured
+    req: Message | None = None
+    rep: Message | None = None
+    exp: _Export | None = None           # the client's live export, if any
+    live: bool = False                   # the request names that export
+    outside: bool = False                # a replay outside recovery (row 4 of target-rules.md §2)
+    forced: bool = False                 # an ERR -ENODEV a stopping target forced (_reply_form)
+    out: list = field(default_factory=list)
+    judged: list = field(default_factory=list)
+
+    @property
+    def flags(self) -> int:
+        return self.req.body["pb_flags"]
+
+    @property
+    def opc(self) -> int:
+        return self.req.body["pb_opc"]
+
+    @property
+    def status(self) -> int:
+        return self.rep.status
+
+    @property
+    def transno(self) -> int:
+        return self.rep.body["pb_transno"]
+
+    @property
+    def committed(self) -> int:
+        return self.rep.body["pb_last_committed"]
+
+    def check(self, *rules: str) -> None:
+        """The exchange is put to the checks of `rules` (whatever they find)."""
+        self.judged += [r for r in rules if r not in self.judged]
+
+    def flag(self, rule: str, message: str) -> None:
+        self.out.append(Violation(self.n, rule, message, self.client, self.xid))
+
+    def note(self, key: tuple, message: str) -> None:
+        self._note(key, self.n, self.client, self.xid, message)
+
+
+@dataclass
 class TargetChecker:
     """Feed records with `observe`; call `restart()` / `recovery_ended()` when the driver
     knows of those events (a trace checker infers a restart from MSG_CONNECT_RECOVERING, and
@@ -156,6 +207,7 @@ class TargetChecker:
     _maybe_gone: set[str] = field(default_factory=set)
     _ends_at: int | None = None
     release: str | None = None           # the Lustre release whose rules apply (None: the session's)
+    judged: list[str] = field(default_factory=list)                 # the invariants the last exchange was put to
 
     def __post_init__(self):
         facts = target_facts()
@@ -250,130 +302,174 @@ class TargetChecker:
         connect reply does not change what the checker believes of recovery (a driver whose
         own expectation rejected that reply: a wrong MSG_CONNECT_RECOVERING is charged there,
         and the replies after it are judged by the state the driver knows).  `portal`: the
-        request portal, when the record names it (the service that answered)."""
+        request portal, when the record names it (the service that answered).
+
+        The checks go by rule family, each a method: whether the request had to be dropped
+        (`_admission`), the reply's form (`_reply_form`), its type and status (`_error_type`),
+        handles and connections (`_connections`), transnos (`_transnos`), the last committed
+        transno (`_last_committed`) and what the exchange tells of recovery
+        (`_recovery_progress`).  `judged` lists afterwards the invariants whose checks the
+        exchange was put to, whatever their verdict."""
         self.count += 1
-        n = record if record is not None else self.count
         now = sent_at if sent_at is not None else self.count
-        done = answered_at if answered_at is not None else now
+        x = _Exchange(record if record is not None else self.count, client, xid, self._note,
+                      now=now, done=answered_at if answered_at is not None else now)
+        self.judged = x.judged
         self._settle(now)
-        out: list[Violation] = []
-
-        def flag(rule: str, message: str) -> None:
-            out.append(Violation(n, rule, message, client, xid))
-
-        def note(key: tuple, message: str) -> None:
-            self._note(key, n, client, xid, message)
-
         req, why = wire.try_parse(request, "request")
         if req is None:
+            x.check("TGT-DROP-1")
             if reply is not None:
-                flag("TGT-DROP-1", f"the request does not unpack ({why}) yet it was answered")
-            return out
-        b = req.body
-        opc = b["pb_opc"]
-        flags = b["pb_flags"]
-        if self.recovering and flags & C("MSG_LOCK_REPLAY_DONE"):
+                x.flag("TGT-DROP-1", f"the request does not unpack ({why}) yet it was answered")
+            return x.out
+        x.req = req
+        if self.recovering and x.flags & C("MSG_LOCK_REPLAY_DONE"):
             self._finished.add(client)
-        exp = self.exports.get(client)
-        live = exp is not None and b["pb_handle"] == exp.cookie
-        # rows 3, 4 and 5 of docs/target-rules.md §2, in that order (ptlrpc_check_req runs
-        # before the adaptive-timeout drop)
-        must_drop = outside = None
-        drop_rule = "TGT-DROP-1"
-        if live and b["pb_conn_cnt"] < exp.conn_cnt:
-            must_drop = f"pb_conn_cnt {b['pb_conn_cnt']} is below the export's {exp.conn_cnt}"
-            drop_rule = "TGT-CONN-2"
-        elif live and not self.recovering and (flags & (C("MSG_REPLAY") | C("MSG_REQ_REPLAY_DONE")) or b["pb_transno"]):
-            outside = True
-        elif req.header["lm_flags"] & wire.AT_SUPPORT and b["pb_timeout"] == 0:
-            must_drop = "MSGHDR_AT_SUPPORT with pb_timeout 0"
+        x.exp = self.exports.get(client)
+        x.live = x.exp is not None and req.body["pb_handle"] == x.exp.cookie
+        must_drop, drop_rule = self._admission(x)
         if reply is None:
-            if outside:
+            if x.outside:
                 self._evict(client, "RCV-OUTSIDE-1")
-            return out
+            return x.out
         rep, why = wire.try_parse(reply, "reply")
+        x.check("TGT-REPLY-1")
         if rep is None:
-            flag("TGT-REPLY-1", f"the reply does not unpack: {why}")
-            return out
+            x.flag("TGT-REPLY-1", f"the reply does not unpack: {why}")
+            return x.out
+        x.rep = rep
         if must_drop:
-            flag(drop_rule, f"{must_drop}: the request must be dropped, it was answered {rep.type_name}")
-            return out
-        r = rep.body
-        if r["pb_opc"] != opc:
-            flag("TGT-REPLY-1", f"the reply's pb_opc is {r['pb_opc']}, the request's {opc}")
-        status, transno, committed = rep.status, r["pb_transno"], r["pb_last_committed"]
-        # a target that is stopping or failing over (OBDF_FAIL) turns the reply it had packed
-        # into ERR -ENODEV, transno and last committed value included (ptlrpc_send_reply): a
-        # trace may hold such replies; a live run never stops its target while it waits for one
-        forced = (not self.sees_all and r["pb_type"] == ERR and status == _errno("ENODEV")
-                  and bool(transno or committed))
+            x.flag(drop_rule, f"{must_drop}: the request must be dropped, it was answered {rep.type_name}")
+            return x.out
+        self._reply_form(x)
+        self._error_type(x)
+        if self._connections(x, infer_recovery, portal):
+            return x.out
+        self._transnos(x)
+        self._last_committed(x, ceiling)
+        self._recovery_progress(x)
+        if sent_at is None:
+            self._settle(self.count + 1)
+        return x.out
 
-        # -- error type -------------------------------------------------------------------
-        if r["pb_type"] == ERR:
-            if status >= 0:
-                flag("TGT-ERR-3", f"an ERR reply with status {status}: ERR statuses are negative")
-            elif status in self.reply_statuses:
-                flag("TGT-ERR-3", f"status {status} ({spec.errno_name(-status)}) is sent as REPLY, never ERR")
-            if forced:
-                note(("forced-enodev",), f"ERR -ENODEV carrying pb_transno {transno:#x} and pb_last_committed "
-                                         f"{committed:#x}: allowed, as a target that is stopping or failing over "
-                                         "answers so on the reply it had already packed (ptlrpc_send_reply); "
-                                         "its transno still counts for transno order")
-            else:
-                if transno:
-                    flag("TGT-ERR-1", f"an ERR reply carries pb_transno {transno:#x}")
-                if committed:
-                    flag("TGT-ERR-1", f"an ERR reply carries pb_last_committed {committed:#x}")
+    # -- the rule families of observe ---------------------------------------------------------
+    def _admission(self, x: "_Exchange") -> tuple[str | None, str]:
+        """Rows 3, 4 and 5 of docs/target-rules.md §2, in that order (ptlrpc_check_req runs
+        before the adaptive-timeout drop): why the request must be dropped (None: it need not
+        be) and the rule a reply to it breaks; `x.outside` set for a replay outside recovery."""
+        b, exp = x.req.body, x.exp
+        if x.live and b["pb_conn_cnt"] < exp.conn_cnt:
+            x.check("TGT-CONN-2")
+            return f"pb_conn_cnt {b['pb_conn_cnt']} is below the export's {exp.conn_cnt}", "TGT-CONN-2"
+        if x.live and not self.recovering and (x.flags & (C("MSG_REPLAY") | C("MSG_REQ_REPLAY_DONE")) or b["pb_transno"]):
+            x.outside = True
+        elif x.req.header["lm_flags"] & wire.AT_SUPPORT and b["pb_timeout"] == 0:
+            x.check("TGT-DROP-1")
+            return "MSGHDR_AT_SUPPORT with pb_timeout 0", "TGT-DROP-1"
+        return None, "TGT-DROP-1"
 
-        # -- handles and connections ------------------------------------------------------
-        if opc == self.connect_op:
-            self._connect(client, req, rep, exp, flag, infer_recovery, note, done)
+    def _reply_form(self, x: "_Exchange") -> None:
+        """TGT-REPLY-1: the reply echoes the request's opcode; and whether it is a reply a
+        stopping target forced to ERR -ENODEV (`x.forced`): a target that is stopping or
+        failing over (OBDF_FAIL) turns the reply it had packed into ERR -ENODEV, transno and
+        last committed value included (ptlrpc_send_reply); a trace may hold such replies, a
+        live run never stops its target while it waits for one."""
+        r = x.rep.body
+        if r["pb_opc"] != x.opc:
+            x.flag("TGT-REPLY-1", f"the reply's pb_opc is {r['pb_opc']}, the request's {x.opc}")
+        x.forced = (not self.sees_all and r["pb_type"] == ERR and x.status == _errno("ENODEV")
+                    and bool(x.transno or x.committed))
+
+    def _error_type(self, x: "_Exchange") -> None:
+        """TGT-ERR-3: an ERR reply's status is negative and not one sent as REPLY; TGT-ERR-1:
+        an ERR reply carries no transno and no last committed value."""
+        if x.rep.body["pb_type"] != ERR:
+            return
+        status, transno, committed = x.status, x.transno, x.committed
+        x.check("TGT-ERR-3")
+        if status >= 0:
+            x.flag("TGT-ERR-3", f"an ERR reply with status {status}: ERR statuses are negative")
+        elif status in self.reply_statuses:
+            x.flag("TGT-ERR-3", f"status {status} ({spec.errno_name(-status)}) is sent as REPLY, never ERR")
+        if x.forced:
+            x.note(("forced-enodev",), f"ERR -ENODEV carrying pb_transno {transno:#x} and pb_last_committed "
+                                       f"{committed:#x}: allowed, as a target that is stopping or failing over "
+                                       "answers so on the reply it had already packed (ptlrpc_send_reply); "
+                                       "its transno still counts for transno order")
         else:
-            if r["pb_handle"]:
-                flag("TGT-CONN-1", f"pb_handle {r['pb_handle']:#x} in a reply to opcode {opc}: only connect replies set it")
-            if live and not self.sees_all and r["pb_type"] == ERR and status == _errno("ENOTCONN"):
-                # the target no longer knows the export: evicted, unseen (or at an expiry of
-                # the recovery window the trace shows: no note then)
-                if client not in self._maybe_gone:
-                    what = (f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery"
-                            if outside else f"opcode {opc}")
-                    note(("evicted", exp.cookie),
-                         f"cannot tell: ERR -ENOTCONN to {what} naming export {exp.cookie:#x}: the target no "
-                         f"longer knows it, so it was {UNSEEN_EVICTION}"
-                         + ("; had it not been, ERR -ENODEV and an eviction were due (RCV-OUTSIDE-1)" if outside else ""))
-                self._gone.add(client)
-                self._evict(client, "TGT-CONN-2")
-            elif not live and (b["pb_handle"] == 0 or b["pb_handle"] in self.dead):
-                if status != _errno("ENOTCONN"):
-                    flag(self.dead.get(b["pb_handle"], "TGT-CONN-2"), f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {rep.type_name} {status}")
-                else:
-                    want = self._enotconn_type(opc, portal)
-                    if want == ERR and r["pb_type"] != ERR:
-                        flag("TGT-ERR-1", f"pb_handle {b['pb_handle']:#x} names no export: -ENOTCONN is an early rejection, sent as ERR, not {rep.type_name}")
-                    elif want == REPLY and r["pb_type"] != REPLY:
-                        flag("TGT-ERR-1", f"pb_handle {b['pb_handle']:#x} names no export: the LDLM cancel service sends "
-                                          f"-ENOTCONN as REPLY (ldlm_cancel_handler, ldlm_callback_reply), not {rep.type_name}")
-            elif outside:
-                if status != _errno("ENODEV"):
-                    flag("RCV-OUTSIDE-1", f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery: expected ERR -ENODEV and eviction, got {rep.type_name} {status}")
-                elif r["pb_type"] != ERR:
-                    flag("TGT-ERR-1", f"a replay outside recovery: -ENODEV is an early rejection, sent as ERR, not {rep.type_name}")
-                self._evict(client, "RCV-OUTSIDE-1")
-                return out
-            if live and opc == self.disconnect_op and r["pb_type"] == REPLY and status == 0:
-                self._evict(client, "TGT-CONN-2")
+            x.check("TGT-ERR-1")
+            if transno:
+                x.flag("TGT-ERR-1", f"an ERR reply carries pb_transno {transno:#x}")
+            if committed:
+                x.flag("TGT-ERR-1", f"an ERR reply carries pb_last_committed {committed:#x}")
 
-        # -- transnos ---------------------------------------------------------------------
-        key = (client, xid)
+    def _connections(self, x: "_Exchange", infer_recovery: bool, portal: int | None) -> bool:
+        """Handles and connections: a connect reply (`_connect`), a cookie only in connect
+        replies (TGT-CONN-1), a request naming no export (TGT-CONN-2, TGT-ERR-1), a replay
+        outside recovery (RCV-OUTSIDE-1), a disconnect.  True when the exchange is judged
+        whole (a replay outside recovery)."""
+        b, r, opc, exp, client, flags, status = x.req.body, x.rep.body, x.opc, x.exp, x.client, x.flags, x.status
+        if opc == self.connect_op:
+            self._connect(client, x.req, x.rep, exp, x.flag, infer_recovery, x.note, x.done, x.check)
+            return False
+        x.check("TGT-CONN-1")
+        if r["pb_handle"]:
+            x.flag("TGT-CONN-1", f"pb_handle {r['pb_handle']:#x} in a reply to opcode {opc}: only connect replies set it")
+        if x.live and not self.sees_all and r["pb_type"] == ERR and status == _errno("ENOTCONN"):
+            # the target no longer knows the export: evicted, unseen (or at an expiry of
+            # the recovery window the trace shows: no note then)
+            if client not in self._maybe_gone:
+                what = (f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery"
+                        if x.outside else f"opcode {opc}")
+                x.note(("evicted", exp.cookie),
+                       f"cannot tell: ERR -ENOTCONN to {what} naming export {exp.cookie:#x}: the target no "
+                       f"longer knows it, so it was {UNSEEN_EVICTION}"
+                       + ("; had it not been, ERR -ENODEV and an eviction were due (RCV-OUTSIDE-1)" if x.outside else ""))
+            self._gone.add(client)
+            self._evict(client, "TGT-CONN-2")
+        elif not x.live and (b["pb_handle"] == 0 or b["pb_handle"] in self.dead):
+            x.check(self.dead.get(b["pb_handle"], "TGT-CONN-2"))
+            if status != _errno("ENOTCONN"):
+                x.flag(self.dead.get(b["pb_handle"], "TGT-CONN-2"), f"pb_handle {b['pb_handle']:#x} names no export: expected ERR -ENOTCONN, got {x.rep.type_name} {status}")
+            else:
+                want = self._enotconn_type(opc, portal)
+                if want is not None:
+                    x.check("TGT-ERR-1")
+                if want == ERR and r["pb_type"] != ERR:
+                    x.flag("TGT-ERR-1", f"pb_handle {b['pb_handle']:#x} names no export: -ENOTCONN is an early rejection, sent as ERR, not {x.rep.type_name}")
+                elif want == REPLY and r["pb_type"] != REPLY:
+                    x.flag("TGT-ERR-1", f"pb_handle {b['pb_handle']:#x} names no export: the LDLM cancel service sends "
+                                        f"-ENOTCONN as REPLY (ldlm_cancel_handler, ldlm_callback_reply), not {x.rep.type_name}")
+        elif x.outside:
+            x.check("RCV-OUTSIDE-1")
+            if status != _errno("ENODEV"):
+                x.flag("RCV-OUTSIDE-1", f"a replay (pb_flags {flags:#x}, pb_transno {b['pb_transno']:#x}) outside recovery: expected ERR -ENODEV and eviction, got {x.rep.type_name} {status}")
+            else:
+                x.check("TGT-ERR-1")
+                if r["pb_type"] != ERR:
+                    x.flag("TGT-ERR-1", f"a replay outside recovery: -ENODEV is an early rejection, sent as ERR, not {x.rep.type_name}")
+            self._evict(client, "RCV-OUTSIDE-1")
+            return True
+        if x.live and opc == self.disconnect_op and r["pb_type"] == REPLY and status == 0:
+            self._evict(client, "TGT-CONN-2")
+        return False
+
+    def _transnos(self, x: "_Exchange") -> None:
+        """Transnos: a resend answered with its original reply or run again (TGT-RESEND-1/-2),
+        a replay's transno (RCV-REPLAY-1), a new transno's order (TGT-TRANSNO-1) and epoch
+        (RCV-EPOCH-1), and whether the opcode takes one (TGT-TRANSNO-2)."""
+        b, r, opc, rep, client, status, transno = x.req.body, x.rep.body, x.opc, x.rep, x.client, x.status, x.transno
+        key = (client, x.xid)
         original = self.originals.get(key)
-        resent = bool(flags & C("MSG_RESENT"))
-        replay = bool(flags & C("MSG_REPLAY"))
+        resent = bool(x.flags & C("MSG_RESENT"))
+        replay = bool(x.flags & C("MSG_REPLAY"))
         modelled = opc in self.ops
         if not modelled and opc != self.connect_op:
             self.unmodelled += 1
         if resent and original is not None and original.body["pb_transno"]:
+            x.check("TGT-RESEND-1", *(["TGT-RESEND-2"] if self.reconstruct else []))
             for rule, message in resend_problems(original, rep, self.reconstruct):
-                flag(rule, message)
+                x.flag(rule, message)
             rerun = not reconstructed(original, rep)
         else:
             rerun = False
@@ -381,67 +477,85 @@ class TargetChecker:
             pass                          # the original reply again: judged above
         elif replay or (self.recovering and b["pb_transno"]):
             # a replay (Lustre treats any request with a non-zero pb_transno as one)
+            x.check("RCV-REPLAY-1")
             if transno not in (0, b["pb_transno"]):
-                flag("RCV-REPLAY-1", f"a replay of transno {b['pb_transno']:#x} answered with transno {transno:#x} (must be the same, or 0)")
+                x.flag("RCV-REPLAY-1", f"a replay of transno {b['pb_transno']:#x} answered with transno {transno:#x} (must be the same, or 0)")
             if self.recovering and transno:
                 self.recovery_floor = max(self.recovery_floor, transno)
         elif transno:
-            # a transno issued while the trace ran: every earlier transno of a client whose
-            # export the checker did not see created is below it
-            for other, since in list(self._history_unseen.items()):
-                if since < now:
-                    del self._history_unseen[other]
-                    self._history_seen.add(other)
-            if self.recovering:
-                # a change served at once during recovery: above the commit point and every
-                # replay run so far, not necessarily above every transno issued before
-                if transno <= self.recovery_floor:
-                    flag("TGT-TRANSNO-1", f"transno {transno:#x} of a change served during recovery is not above "
-                                          f"{self.recovery_floor:#x} (the commit point at the restart, the last committed "
-                                          f"values clients were told, and the transnos run since)")
-                self.recovery_floor = max(self.recovery_floor, transno)
-            else:
-                if transno <= self.settled_max:
-                    flag("TGT-TRANSNO-1", f"transno {transno:#x} is not above {self.settled_max:#x}, the highest issued before")
-                elif transno in self.issued:
-                    flag("TGT-TRANSNO-1", f"transno {transno:#x} was issued before (to an overlapping exchange)")
-                self.issued.add(transno)
-            if self.epoch_floor and transno <= self.epoch_floor:
-                flag("RCV-EPOCH-1", f"transno {transno:#x} after recovery is not in a new epoch (must exceed {self.epoch_floor:#x})")
-            if modelled and not forced and not self._may_take_transno(client, opc, req, rep):
-                flag("TGT-TRANSNO-2", f"transno {transno:#x} on a {rep.type_name} with status {status} to opcode {opc}, which runs no transaction")
+            self._new_transno(x, modelled)
         elif modelled and r["pb_type"] == REPLY and status == 0 and opc in self.transaction_ops \
                 and not self.recovery_disabled:
-            flag("TGT-TRANSNO-2", f"a successful opcode {opc} ran a transaction but the reply's transno is 0")
+            x.check("TGT-TRANSNO-2")
+            x.flag("TGT-TRANSNO-2", f"a successful opcode {opc} ran a transaction but the reply's transno is 0")
         self.max_transno = max(self.max_transno, transno)
         if opc in self.mutable_ops and r["pb_type"] == REPLY and original is None:
             self.originals[key] = rep
 
-        # -- last committed ---------------------------------------------------------------
+    def _new_transno(self, x: "_Exchange", modelled: bool) -> None:
+        """A transno issued while the trace ran: above those before it (TGT-TRANSNO-1), in a
+        new epoch after recovery (RCV-EPOCH-1), on an opcode that takes one (TGT-TRANSNO-2)."""
+        transno, now = x.transno, x.now
+        # every earlier transno of a client whose export the checker did not see created is below it
+        for other, since in list(self._history_unseen.items()):
+            if since < now:
+                del self._history_unseen[other]
+                self._history_seen.add(other)
+        x.check("TGT-TRANSNO-1")
+        if self.recovering:
+            # a change served at once during recovery: above the commit point and every
+            # replay run so far, not necessarily above every transno issued before
+            if transno <= self.recovery_floor:
+                x.flag("TGT-TRANSNO-1", f"transno {transno:#x} of a change served during recovery is not above "
+                                        f"{self.recovery_floor:#x} (the commit point at the restart, the last committed "
+                                        f"values clients were told, and the transnos run since)")
+            self.recovery_floor = max(self.recovery_floor, transno)
+        else:
+            if transno <= self.settled_max:
+                x.flag("TGT-TRANSNO-1", f"transno {transno:#x} is not above {self.settled_max:#x}, the highest issued before")
+            elif transno in self.issued:
+                x.flag("TGT-TRANSNO-1", f"transno {transno:#x} was issued before (to an overlapping exchange)")
+            self.issued.add(transno)
+        if self.epoch_floor:
+            x.check("RCV-EPOCH-1")
+            if transno <= self.epoch_floor:
+                x.flag("RCV-EPOCH-1", f"transno {transno:#x} after recovery is not in a new epoch (must exceed {self.epoch_floor:#x})")
+        if modelled and not x.forced:
+            x.check("TGT-TRANSNO-2")
+            if not self._may_take_transno(x.client, x.opc, x.req, x.rep):
+                x.flag("TGT-TRANSNO-2", f"transno {transno:#x} on a {x.rep.type_name} with status {x.status} to opcode {x.opc}, which runs no transaction")
+
+    def _last_committed(self, x: "_Exchange", ceiling: int | None) -> None:
+        """TGT-TRANSNO-3: a REPLY's pb_last_committed is at most the highest transno issued and
+        never goes back for one export; the reply then counts as settled once captured."""
+        client, committed = x.client, x.committed
+        is_reply = x.rep.body["pb_type"] == REPLY
         gen_key = (client, self.generations.get(client, 0))
-        if r["pb_type"] == REPLY and committed:
+        if is_reply and committed:
+            x.check("TGT-TRANSNO-3")
             top = self.max_transno if ceiling is None else max(ceiling, self.max_transno)
             if committed > top and not self.sees_all and client in self._history_unseen:
-                note(("history", client, self.generations.get(client, 0)),
-                     f"cannot tell: pb_last_committed {committed:#x} is above every transno the trace shows "
-                     f"({f'{top:#x}' if top else 'none yet'}); the checker did not see client {client}'s export "
-                     "created, so it may be a transaction of the client's from before the trace began (a "
-                     "reconnect is told the export's last committed transno, after a restart the one "
-                     "last_rcvd holds)")
+                x.note(("history", client, self.generations.get(client, 0)),
+                       f"cannot tell: pb_last_committed {committed:#x} is above every transno the trace shows "
+                       f"({f'{top:#x}' if top else 'none yet'}); the checker did not see client {client}'s export "
+                       "created, so it may be a transaction of the client's from before the trace began (a "
+                       "reconnect is told the export's last committed transno, after a restart the one "
+                       "last_rcvd holds)")
             elif committed > top:
-                flag("TGT-TRANSNO-3", f"pb_last_committed {committed:#x} is above the highest transno issued, {top:#x}")
+                x.flag("TGT-TRANSNO-3", f"pb_last_committed {committed:#x} is above the highest transno issued, {top:#x}")
             before = self.committed.get(gen_key, 0)
             if committed < before:
-                flag("TGT-TRANSNO-3", f"pb_last_committed went back from {before:#x} to {committed:#x}")
-        self._pending.append((done, transno, gen_key if r["pb_type"] == REPLY else None, committed))
-        if (not self.sees_all and self.recovering and flags & C("MSG_LOCK_REPLAY_DONE") and r["pb_type"] == REPLY
-                and status == 0 and not self._replaying()):
+                x.flag("TGT-TRANSNO-3", f"pb_last_committed went back from {before:#x} to {committed:#x}")
+        self._pending.append((x.done, x.transno, gen_key if is_reply else None, committed))
+
+    def _recovery_progress(self, x: "_Exchange") -> None:
+        """A trace's checker learns the end of recovery from an answered final ping."""
+        r = x.rep.body
+        if (not self.sees_all and self.recovering and x.flags & C("MSG_LOCK_REPLAY_DONE") and r["pb_type"] == REPLY
+                and x.status == 0 and not self._replaying()):
             # final pings are answered once recovery is over (target_recovery_thread): it is,
             # for the requests sent after this reply
-            self._ends_at = done if self._ends_at is None else min(self._ends_at, done)
-        if sent_at is None:
-            self._settle(self.count + 1)
-        return out
+            self._ends_at = x.done if self._ends_at is None else min(self._ends_at, x.done)
 
     def _may_take_transno(self, client: str, opc: int, req: Message, rep: Message) -> bool:
         """A REPLY 0 of this opcode may carry a new transno (docs/target-rules.md §5): SETATTR,
@@ -483,17 +597,25 @@ class TargetChecker:
         return None if opc in self.enotconn_either_ops else ERR
 
     def _connect(self, client: str, req: Message, rep: Message, exp: _Export | None, flag,
-                 infer_recovery: bool = True, note=None, done: int = 0) -> None:
+                 infer_recovery: bool = True, note=None, done: int = 0, check=None) -> None:
+        """A connect reply: a reconnect with the stored count refused (TGT-CONN-2); a successful
+        one with a cookie, no transno, MSG_CONNECT_REPLAYABLE as recovery is, the same cookie
+        on a reconnect, connect flags granted only when asked (TGT-CONN-1, TGT-TRANSNO-2); and
+        what it tells of recovery and of the client's export.  `check` is told the rules judged."""
+        check = check or (lambda *rules: None)
         b, r = req.body, rep.body
         op = r["pb_op_flags"]
         recovering = bool(op & C("MSG_CONNECT_RECOVERING"))
         reconnect = bool(op & C("MSG_CONNECT_RECONNECT"))
         if exp is not None and b["pb_handle"] == exp.cookie and not self.recovering and not recovering:
+            if b["pb_conn_cnt"] == exp.conn_cnt:
+                check("TGT-CONN-2")
             if b["pb_conn_cnt"] == exp.conn_cnt and not (r["pb_type"] == ERR and rep.status == _errno("EALREADY")):
                 flag("TGT-CONN-2", f"a reconnect with the stored pb_conn_cnt {exp.conn_cnt}: expected ERR -EALREADY, got {rep.type_name} {rep.status}")
                 return
         if r["pb_type"] != REPLY or rep.status != 0:
             return                      # a failed connect's pb_handle is not judged (Lustre may set it)
+        check("TGT-TRANSNO-2", "TGT-CONN-1")
         if r["pb_transno"]:
             flag("TGT-TRANSNO-2", f"a connect reply carries transno {r['pb_transno']:#x}")
         if not r["pb_handle"]:

@@ -26,7 +26,7 @@ import yaml
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.verdicts import release as release_rules
-from ptlrpc_conformance.harness.outputs.hexdump import render
+from ptlrpc_conformance.harness.verdicts.hexdump import render
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR
 from ptlrpc_conformance.harness.ost.client import AnyOf, Expect, is_ref
 from ptlrpc_conformance.harness.ost.steps import StepJudge, Unresolved, hello_configuration
@@ -75,6 +75,10 @@ class Step:
                 items = [dict(v, outcome=v["outcome"][0] if len(v["outcome"]) == 1 else list(v["outcome"]))
                          for v in self.if_outcome]
                 out["if_outcome"] = items[0] if len(items) == 1 else items
+            if self.if_granted:
+                items = [{k: x for k, x in v.items() if not (k == "granted" and x) and not (k in ("flags", "flags2") and not x)}
+                         for v in self.if_granted]
+                out["if_granted"] = items[0] if len(items) == 1 else items
             if self.if_release:
                 out["if_release"] = dict(self.if_release)
             return out
@@ -169,9 +173,10 @@ def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
         problems.append(f"{where}: op {op!r} is not one of {list(OPS)}")
         return None
     if op != "exchange":
-        extra = set(raw) - {"op", "note", "if_outcome", "if_release"}
+        extra = set(raw) - {"op", "note", "if_outcome", "if_granted", "if_release"}
         if extra:
-            problems.append(f"{where}: op {op} takes only 'note', 'if_outcome' and 'if_release', not {sorted(extra)}")
+            problems.append(f"{where}: op {op} takes only 'note', 'if_outcome', 'if_granted' and 'if_release', "
+                            f"not {sorted(extra)}")
         return Step(op=op, note=str(raw.get("note", "")), **_conditions(raw, where, problems))
     client, xid = raw.get("client"), raw.get("xid")
     if not isinstance(client, str) or not client:

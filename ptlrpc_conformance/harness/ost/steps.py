@@ -70,37 +70,6 @@ def expectation_requirements(expect: Expect | AnyOf | None, outcome: str) -> lis
                                                                                     | expect.op_flags_none)]
 
 
-def invariant_requirements(checker: TargetChecker, request: bytes, reply: bytes | None) -> list[str]:
-    """The invariants TargetChecker.observe judges on one answered exchange, read from the
-    checker's state before it observes it (a mirror of the checks it makes, not of their
-    verdicts): a reply that unpacks answers its opcode (TGT-REPLY-1); an ERR reply's status
-    (TGT-ERR-3); a replay's transno (RCV-REPLAY-1); a new transno's order and epoch
-    (TGT-TRANSNO-1, RCV-EPOCH-1 after a recovery) and whether the opcode may take one
-    (TGT-TRANSNO-2, as a successful transaction's transno 0 is); pb_last_committed
-    (TGT-TRANSNO-3).  A resend's reply is judged apart (TGT-RESEND-1)."""
-    req, _ = wire.try_parse(request, "request")
-    rep, _ = wire.try_parse(reply, "reply") if reply is not None else (None, None)
-    if req is None or rep is None:
-        return []
-    b, r = req.body, rep.body
-    out = ["TGT-REPLY-1"]
-    if r["pb_type"] == wire.ERR:
-        out.append("TGT-ERR-3")
-    modelled = b["pb_opc"] in checker.ops
-    if b["pb_flags"] & wire.C("MSG_RESENT"):
-        pass
-    elif b["pb_flags"] & wire.C("MSG_REPLAY") or (checker.recovering and b["pb_transno"]):
-        out.append("RCV-REPLAY-1")
-    elif r["pb_transno"]:
-        out += ["TGT-TRANSNO-1"] + (["RCV-EPOCH-1"] if checker.epoch_floor else []) \
-            + (["TGT-TRANSNO-2"] if modelled else [])
-    elif modelled and r["pb_type"] == wire.REPLY and rep.status == 0 and b["pb_opc"] in checker.transaction_ops:
-        out.append("TGT-TRANSNO-2")
-    if r["pb_type"] == wire.REPLY and r["pb_last_committed"]:
-        out.append("TGT-TRANSNO-3")
-    return out
-
-
 @dataclass
 class StepJudge:
     """The judge of one run's steps, numbered from 1.  `reconstruct`: resends must be
@@ -247,11 +216,10 @@ class StepJudge:
         # a reply the step's expectation rejected is charged there; the invariants do not take
         # what it says of recovery (MSG_CONNECT_RECOVERING) as the target's state
         trusted = expect is None or not found
-        invariants = invariant_requirements(self.checker, request, reply)
         problems = [f"{v.rule}: {v.message}"
                     for v in self.checker.observe(client, xid, request, reply, n, infer_recovery=trusted)]
         if not problems:
-            self.judged += invariants
+            self.judged += self.checker.judged      # the invariants observe put the exchange to
         problems += unresolved + found
         if outcome is not None:
             self.outcomes[n] = outcome

@@ -11,8 +11,8 @@ import functools
 from dataclasses import dataclass, field
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.harness.verdicts import structs as S
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR, predict
+from ptlrpc_conformance.spec import structs as S
 
 C = spec.constant
 BODY_SIZE = spec.layout("ptlrpc_body_v3").size

@@ -17,8 +17,8 @@ from collections import Counter, defaultdict
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.options import EXIT_OK, EXIT_USAGE, Parser
 from ptlrpc_conformance.harness.outputs.report import FORMAT, SUITE_ERROR
-from ptlrpc_conformance.harness.verdicts.level import PARTIAL, scope_words
-from ptlrpc_conformance.harness.verdicts.level import words as level_in_words
+from ptlrpc_conformance.harness.outputs.level import PARTIAL, scope_words
+from ptlrpc_conformance.harness.outputs.level import words as level_in_words
 
 MAX_LISTED = 25          # case ids listed per group before "... and N more"
 MAX_EXCERPT_LINES = 45   # lines of a representative's failure message

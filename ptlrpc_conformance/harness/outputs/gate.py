@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.data.registry import CASE_ID, REQUIREMENT_ID, case_aliases
 
 FORMAT = "ptlrpc-conformance-known-failures/1"
@@ -161,6 +162,29 @@ def load(path: str | pathlib.Path, allow_empty: bool = False) -> list[Entry]:
     if problems:
         raise GateError(problems)
     return entries
+
+
+def file_problems(path: str | None, update: str | None, option: str = "--known-failures",
+                  update_option: str = "--update-known-failures") -> list[str]:
+    """The known-failures file a run names, checked before its first case (as the other inputs
+    are, harness/options.py): it parses and validates; with `update` (tighten or loosen) it may
+    be missing (the run creates it), and `update` needs a file."""
+    if update and not path:
+        return [f"{update_option} needs {option} FILE (the file to rewrite, or to create)"]
+    if not path:
+        return []
+    p = pathlib.Path(path)
+    if not p.exists():
+        if update:
+            return options.writable_file(p, option)
+        return [f"{option} {path}: no such file (`{update_option} loosen` creates it from a run's failures)"]
+    if p.is_dir():
+        return [f"{option} {path}: is a directory, not a known-failures file"]
+    try:
+        load(p, allow_empty=bool(update))
+    except GateError as e:
+        return list(e.problems)
+    return options.writable_file(p, option) if update else []
 
 
 def is_requirement_entry(entry_id: str) -> bool:

@@ -27,8 +27,8 @@ import jinja2
 
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import parse_bytes
-from ptlrpc_conformance.harness.outputs import hexdump, write_atomically
-from ptlrpc_conformance.harness.verdicts import level as level_rule
+from ptlrpc_conformance.harness.outputs import level as level_rule, write_atomically
+from ptlrpc_conformance.harness.verdicts import hexdump
 
 VERDICTS = ("pass", "fail", "error", "error (suite)", "not-applicable", "skipped")
 VERDICT_LABELS = {"pass": "Pass", "fail": "Fail", "error": "Error", "error (suite)": "Suite error",
@@ -76,7 +76,7 @@ class Level:
     failing_should: list[str] = field(default_factory=list)
     not_applicable: list[str] = field(default_factory=list)
     from_report: bool = False
-    status: str = ""                            # verdicts/level.py's status (the text of an older report)
+    status: str = ""                            # outputs/level.py's status (the text of an older report)
     certified_capabilities: list[str] = field(default_factory=list)
     scope: list[str] = field(default_factory=list)   # partial selection, requirements without evidence, modes
 
@@ -109,7 +109,7 @@ def _req_level(rid: str, entry: dict, known: dict) -> str | None:
 
 
 def level(report: dict, known: dict | None = None) -> Level:
-    """The level the page announces, in words (verdicts.level.words): verdicts.level's rule
+    """The level the page announces, in words (outputs.level.words): outputs.level's rule
     (the one report.json records) applied to the report's requirements, a level missing from an
     entry taken from the registry (`known`, loaded when not given).  A `level` member of the
     report (which that rule wrote) wins."""

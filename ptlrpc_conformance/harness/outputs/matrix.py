@@ -39,7 +39,8 @@ def _describe(param):
         out = {"id": param.id, "verdict": param.verdict, "errno": list(param.errno),
                "expect": release.view(param.expect)}
         if param.op == "decode_struct":
-            out["not_applicable"] = release.struct_differs(param.struct)
+            out["not_applicable"] = release.struct_not_applicable(param)
+            out["data"] = hashlib.sha256(param.data).hexdigest()
         return out
     if isinstance(param, (tuple, list)):
         ids = "+".join(p.id for p in param if isinstance(p, Vector))
@@ -204,7 +205,7 @@ def _report_for(reports: dict[str, dict], base_profile: str) -> dict | None:
 
 def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
     """report.json of a matrix run: each release's level, and the differences followed."""
-    from ptlrpc_conformance.harness.verdicts.level import words
+    from ptlrpc_conformance.harness.outputs.level import words
     rows = []
     for name in sorted(reports, key=lambda n: registry.release_key(registry.profile(n).release)):
         rep = reports[name]

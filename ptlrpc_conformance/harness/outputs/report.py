@@ -25,7 +25,7 @@ from ptlrpc_conformance.harness.data.vectors import SCENARIO_FORMAT
 from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
 from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.runstate import DESELECTED
-from ptlrpc_conformance.harness.verdicts.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
+from ptlrpc_conformance.harness.outputs.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
 
 FORMAT = "ptlrpc-conformance-report/1"
 NOT_APPLICABLE_PREFIX = "not applicable: "
@@ -256,7 +256,7 @@ def _junit_properties(config, report: dict) -> None:
     """The level, its scope and modes, and the suite's identity as properties of junit.xml's
     test suite (written after this hook), so a CI that reads only JUnit sees them too."""
     from _pytest.junitxml import xml_key
-    from ptlrpc_conformance.harness.verdicts.level import words
+    from ptlrpc_conformance.harness.outputs.level import words
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
@@ -345,7 +345,7 @@ def selection(areas=(), cases=(), requirements=(), keyword=None, markers=None, l
 
 
 def run_modes(profile: str, ignore_errno_class: bool, hello: dict | None) -> list[dict]:
-    """The relaxing modes a run's verdicts were given under (verdicts/level.py): errno-agnostic
+    """The relaxing modes a run's verdicts were given under (outputs/level.py): errno-agnostic
     judging, asked for by the option or by the IUT's hello, and a profile that judges less."""
     from ptlrpc_conformance.harness.data import registry
     modes = []

@@ -3,7 +3,7 @@ the failing MUST and SHOULD requirements with one line each, the regression gate
 where the report is and the exit status — read from report.json's content, on lines of
 their own after pytest's summary.
 
-The level is the one verdicts/level.py names and report.json records; nothing here judges.
+The level is the one outputs/level.py names and report.json records; nothing here judges.
 """
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ WIDTH = 120          # a requirement's line is cut to this many characters
 
 
 def level_name(level) -> str:
-    """The level in words, as verdicts/level.py says it (`words`: the status and the certified
+    """The level in words, as outputs/level.py says it (`words`: the status and the certified
     capabilities); else its `status`, or `name` (the shape before), or the value itself (an
     older report's plain string)."""
-    from ptlrpc_conformance.harness.verdicts import level as rule
+    from ptlrpc_conformance.harness.outputs import level as rule
     words = getattr(rule, "words", None)
     if words is not None:
         return words(level)

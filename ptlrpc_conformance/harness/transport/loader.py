@@ -16,7 +16,6 @@ from ptlrpc_conformance.harness.transport import tshark
 from ptlrpc_conformance.harness.transport.adapter import (
     DEFAULT_TIMEOUT, Adapter, InProcessAdapter, IUTStartError, UsageError)
 from ptlrpc_conformance.harness.transport.exec import ExecAdapter
-from ptlrpc_conformance.reference import make_testee
 
 
 def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT, io_log: str | None = None) -> Adapter:
@@ -31,6 +30,7 @@ def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT, io_log: str
 def _load(spec: str | None, timeout: float) -> Adapter:
     spec = (spec or "reference").strip()
     if spec == "reference":
+        from ptlrpc_conformance.reference import make_testee    # the reference only when it is the IUT
         return InProcessAdapter(make_testee(), description="reference")
     if spec.startswith("reference:"):       # the reference decoding as an older release's code does
         from ptlrpc_conformance.harness.data import registry

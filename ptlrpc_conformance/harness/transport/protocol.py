@@ -13,8 +13,9 @@ from an IUT and turns it into an `Outcome`:
 The last three are harness/protocol trouble: the case fails with that reason, never
 passes, and the report keeps them apart from conformance failures.
 
-The MESSAGE shape a decode returns is described once, at the end of this module, from the
-protocol facts (field names and widths of lustre_msg_v2 and ptlrpc_body): the JSON Schema is
+The MESSAGE shape a decode returns is described once, from the protocol facts: the value of
+each field of lustre_msg_v2 and ptlrpc_body in harness/data/message.py (the vector files'
+schema reads it too), the members at the end of this module.  The JSON Schema is
 generated from that description (harness/transport/protocol_schema.py, tools/gen_schemas.py)
 and every decode result is checked against it (`message_shape_problems`).
 """
@@ -24,7 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.data.message import (  # noqa: F401 (P.HEADER, P.U32, ... for its readers)
+    BODY, BODY_FULL_SIZE, BODY_REQUIRED, BYTE_ORDERS, HEADER, MAX_BUFCOUNT, U32, Value)
 
 PROTOCOL_VERSION = 1
 
@@ -175,74 +177,10 @@ def check_response(response: Any, expected_id: Any) -> Outcome:
 
 
 # ----------------------------------------------------------------------------------------
-# The MESSAGE shape (docs/testee-protocol.md section 2.2), described once
+# The MESSAGE shape (docs/testee-protocol.md section 2.2), described once: each field's value
+# in harness/data/message.py, the members and the checks here
 # ----------------------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Value:
-    """The JSON form of one MESSAGE field: `uint`/`int` an unsigned/signed integer of `bits`,
-    `uints` a list of `count` unsigned integers of `bits`, `text` at most `count` characters."""
-    kind: str
-    bits: int = 0
-    count: int = 0
-
-    @property
-    def noun(self) -> str:
-        """What the value must be, in words ("an unsigned 32-bit integer")."""
-        return {"uint": f"an unsigned {self.bits}-bit integer", "int": f"a signed {self.bits}-bit integer",
-                "uints": f"a list of {self.count} unsigned integers",
-                "text": f"a string of at most {self.count} characters"}[self.kind]
-
-    def _range(self) -> tuple[int, int]:
-        if self.kind == "int":
-            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
-        return 0, (1 << self.bits) - 1
-
-    def accepts(self, v: Any) -> bool:
-        if self.kind == "text":
-            return isinstance(v, str) and len(v) <= self.count
-        if self.kind == "uints":
-            return isinstance(v, list) and len(v) == self.count and all(Value("uint", self.bits).accepts(x) for x in v)
-        lo, hi = self._range()
-        return type(v) is int and lo <= v <= hi         # not bool, not 1.0
-
-    def schema(self) -> dict:
-        """The JSON Schema of the value."""
-        if self.kind == "text":
-            return {"type": "string", "maxLength": self.count}
-        if self.kind == "uints":
-            return {"type": "array", "items": Value("uint", self.bits).schema(),
-                    "minItems": self.count, "maxItems": self.count}
-        lo, hi = self._range()
-        return {"type": "integer", "minimum": lo, "maximum": hi}
-
-    def problem(self, path: str, v: Any) -> str | None:
-        """None, or the line that says `v` is not this value."""
-        if self.accepts(v):
-            return None
-        if self.kind in ("uint", "int"):
-            return f"{path} = {v!r} is not {self.noun}"
-        return f"{path} is not {self.noun}"
-
-
-def _values(struct_name: str) -> dict[str, Value]:
-    """Every fixed field of a structure, as the MESSAGE carries it: integers at their width
-    (signed where facts.json says so), arrays as lists, char arrays as text up to the NUL."""
-    signed = set(spec.facts()["signed"].get(struct_name, ()))
-    out: dict[str, Value] = {}
-    for f in spec.layout(struct_name).fields:
-        if f.flexible:
-            continue
-        if f.count and f.type.startswith("char"):
-            out[f.name] = Value("text", count=f.size - 1)          # the last byte is the NUL
-        elif f.count:
-            out[f.name] = Value("uints", bits=8 * f.elem_size, count=f.count)
-        else:
-            out[f.name] = Value("int" if f.name in signed else "uint", bits=8 * f.size)
-    return out
-
-
-BYTE_ORDERS = ("little", "big")
 HEX = re.compile(r"^([0-9a-fA-F]{2})*$")            # bytes: two digits each, no separators
 
 
@@ -260,12 +198,6 @@ def is_hex(text: str) -> bool:
     except ValueError:
         return False
     return True
-U32 = Value("uint", 32)
-MAX_BUFCOUNT = spec.constant("PTLRPC_MAX_BUFCOUNT")
-HEADER: dict[str, Value] = _values("lustre_msg_v2")        # exactly these members
-BODY: dict[str, Value] = _values("ptlrpc_body_v3")         # no other members
-BODY_REQUIRED: tuple[str, ...] = tuple(spec.layout("ptlrpc_body_v2").names())
-BODY_FULL_SIZE = spec.constant("PTLRPC_BODY_V3_SIZE")      # fields beyond v2 present iff lm_buflens[0] >= this
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import re
 
+from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.registry import REQUIREMENT_ID
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR, LIMITS, RULE_REQUIREMENT, failing_rules, predict
 
@@ -51,10 +52,6 @@ FOREIGN_ORDER = ("HDR-MAGIC-2", "HDR-SWAB-1", "BODY-SWAB-1")    # a byte-swapped
 NATIVE_ORDER = ("HDR-MAGIC-1",)
 ENCODE_LAYOUT = ("PAD-HEADER-1", "PAD-BUFFER-1")                # the layout rules bind encoders too
 STRUCT_ENCODE = ("STRUCT-LAYOUT-1", "STRUCT-ALIAS-1")            # the structure rules encode_struct checks
-# requirements about what a decoder reports, never about whether it accepts a message
-CONTENT_ONLY = frozenset({"BODY-FIELDS-1", "CKSUM-1", "STRUCT-MSG-1", "STRUCT-LAYOUT-1", "STRUCT-SWAB-1",
-                          "STRUCT-OCD-1", "STRUCT-UNION-1", "VALID-OBDO-1", "VALID-MDT-1", "VALID-ENC-1",
-                          "VALID-UNKNOWN-1"})
 STRUCT_IN_MESSAGE = ("STRUCT-MSG-1", "STRUCT-SWAB-1", "STRUCT-OCD-1", "VALID-OBDO-1", "VALID-MDT-1")
 VALID_OF = {"obdo": "VALID-OBDO-1", "mdt_body": "VALID-MDT-1"}
 # a derived variant the model accepts sits on the boundary of this requirement (derive.py kinds)
@@ -72,7 +69,8 @@ PROBLEM_LINE = re.compile(r"^(?:step \d+(?: \([^)\n]*\))?: )?(" + REQUIREMENT_ID
 
 
 def applies_to_decode(rid: str) -> bool:
-    return not rid.startswith("ENC-")
+    """Whether a decode can break `rid`: every requirement but an encoder's (kind `encoding`)."""
+    return registry.kind(rid) != "encoding"
 
 
 def ordered(*groups) -> list[str]:
@@ -88,7 +86,7 @@ def decode_declared(vector) -> list[str]:
 def acceptance(declared, fallback: bool = True) -> list[str]:
     """Of a valid vector's requirements, those a wrongful rejection breaks; a vector that names
     none (only requirements about decoded content) stands by its whole list (`fallback`)."""
-    acc = [r for r in declared if r not in CONTENT_ONLY]
+    acc = [r for r in declared if not registry.content_only(r)]
     return acc or (list(declared) if fallback else [])
 
 
@@ -280,7 +278,7 @@ def encode_requirements(vector) -> list[str]:
     """Everything the encode judge of a canonical vector can charge."""
     if vector.op == "decode_struct":
         return [r for r in vector.requirements if r in STRUCT_ENCODE] or list(vector.requirements)
-    return ordered([r for r in vector.requirements if r.startswith("ENC-") or r in ENCODE_LAYOUT],
+    return ordered([r for r in vector.requirements if registry.kind(r) == "encoding" or r in ENCODE_LAYOUT],
                    ["ENC-CANON-1", "ENC-LENGTH-1"])
 
 
@@ -338,14 +336,14 @@ def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with
                 if r != "CKSUM-1" or cksum_compared]
     if role == "vector":
         structs_compared = with_structs and "structs" in (vector.expect or {})
-        own = [r for r in decode_declared(vector) if r not in CONTENT_ONLY or r in compared
-               or (r.startswith(("STRUCT-", "VALID-")) and structs_compared)]
+        own = [r for r in decode_declared(vector) if not registry.content_only(r) or r in compared
+               or (registry.capability(r) == "structs" and structs_compared)]
     elif role == "model":
         own = [r for r in vector.requirements if r != ORDER]
     else:
         own = list(vector.requirements)
     out = ordered(own, compared, [ROBUST])
-    return out if with_structs else [r for r in out if not r.startswith(("STRUCT-", "VALID-"))]
+    return out if with_structs else [r for r in out if registry.capability(r) != "structs"]
 
 
 def model_example_requirement(data: bytes, direction: str, tolerate_wrap: bool) -> tuple[str, ...]:

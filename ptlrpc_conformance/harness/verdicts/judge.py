@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ptlrpc_conformance.harness.outputs import hexdump
-from ptlrpc_conformance.harness.verdicts import charges as C, release
+from ptlrpc_conformance.harness.verdicts import charges as C, hexdump, release
 from ptlrpc_conformance.harness.transport.protocol import Outcome, ShapeProblem, message_shape_problems
+from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import DECODE_ERRNOS, Vector
 
 PASS, FAIL, NOT_APPLICABLE, ERROR = "pass", "fail", "not-applicable", "error"
@@ -417,7 +417,7 @@ def _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, cha
                          + "\n  ".join(shape) + f"\n{dump()}", {"first_diff": "malformed-result"}
                          ).charge(charges.shape(shape))
     diffs, cksum_compared = message_diffs(release.view(vector.expect) or {}, outcome.result, with_structs)
-    only_cksum = all(r.startswith("CKSUM-") for r in vector.requirements)
+    only_cksum = all(registry.kind(r) == "checksum" for r in vector.requirements)
     if only_cksum and not cksum_compared:
         return Judgement(NOT_APPLICABLE, "the IUT reports no computed_cksum")
     if diffs:
@@ -560,11 +560,11 @@ def judge_struct(vector: Vector, outcome: Outcome, required: bool, control: Outc
 
 
 def _struct_charges(vector: Vector, diffs: list[Diff] | None = None) -> list[str]:
-    """A structure's failure: a `valid` view that differs is charged to its VALID-
-    requirement, anything else (a field, a refusal) to the vector's other requirements; a
+    """A structure's failure: a `valid` view that differs is charged to its requirements of
+    kind `valid`, anything else (a field, a refusal) to the vector's other requirements; a
     refusal of a structure named by its seed-document name to STRUCT-ALIAS-1."""
-    valid = [r for r in vector.requirements if r.startswith("VALID-")]
-    other = [r for r in vector.requirements if not r.startswith("VALID-")]
+    valid = [r for r in vector.requirements if registry.kind(r) == "valid"]
+    other = [r for r in vector.requirements if registry.kind(r) != "valid"]
     if diffs is None:
         from ptlrpc_conformance.spec import layouts
         if "STRUCT-ALIAS-1" in other and layouts.canonical(vector.struct) != vector.struct:
@@ -592,7 +592,7 @@ def _judge_struct(vector, outcome, required, head, dump) -> Judgement:
                                + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump()}"
                          ).charge(_struct_charges(vector))
     diffs, valid_compared = struct_diffs(vector.expect or {}, outcome.result, vector.struct)
-    unjudged = [r for r in vector.requirements if r.startswith("VALID-")] \
+    unjudged = [r for r in vector.requirements if registry.kind(r) == "valid"] \
         if "valid" in (vector.expect or {}) and not valid_compared else []
     if not diffs and unjudged and len(unjudged) == len(vector.requirements):
         return Judgement(NOT_APPLICABLE, "the IUT reports no valid view")
@@ -609,8 +609,7 @@ def _judge_struct(vector, outcome, required, head, dump) -> Judgement:
 def heading(requirements) -> str:
     """The lines that head a failure message: each charged requirement with its level and
     statement (spec/requirements.yaml)."""
-    from ptlrpc_conformance.harness.data.registry import requirements as registry
-    known = registry()
+    known = registry.requirements()
     lines = []
     for rid in requirements:
         r = known.get(rid)
@@ -625,7 +624,6 @@ def finish(j: Judgement, declared) -> Judgement:
     if j.status not in (FAIL, ERROR):
         return j
     if not j.failed_requirements:
-        from ptlrpc_conformance.harness.data.registry import requirements as registry
-        j.charge(C.named_requirements(j.message, registry()) or list(declared))
+        j.charge(C.named_requirements(j.message, registry.requirements()) or list(declared))
     j.message = f"{heading(j.failed_requirements)}\n{j.message}"
     return j

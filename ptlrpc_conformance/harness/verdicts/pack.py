@@ -14,8 +14,9 @@ its first 31 characters, pack_generic.c: lustre_msg_get_jobid).  Pads are zero.
 """
 from __future__ import annotations
 
+import zlib
+
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.harness.verdicts.cksum import lustre_cksum
 from ptlrpc_conformance.harness.verdicts.model import BODY, HDR, LIMITS
 
 UNSWABBED = frozenset(spec.facts()["unswabbed"]["lustre_msg_v2"] + spec.facts()["unswabbed"]["ptlrpc_body_v3"])
@@ -23,6 +24,13 @@ SIGNED = frozenset(spec.facts()["signed"]["ptlrpc_body_v3"])
 HEADER_WORDS = tuple(name for name, f in HDR.items() if not f.flexible)
 JOBID = BODY["pb_jobid"]
 JOBID_CHARS = spec.constant("LUSTRE_JOBID_SIZE") - 1
+
+
+def lustre_cksum(buffer0: bytes) -> int:
+    """The checksum a receiver computes over buffer 0 (docs/rules.md, CKSUM-1/2): Lustre's
+    lm_cksum is crc32_le seeded with ~0 and not inverted at the end.  zlib's crc32 inverts at
+    both ends, so the Lustre value is zlib.crc32(data) ^ 0xFFFFFFFF."""
+    return zlib.crc32(buffer0) ^ 0xFFFFFFFF
 
 
 def _round8(n: int) -> int:

@@ -74,12 +74,28 @@ def holds(condition: dict | None, release: str | None = None) -> bool:
 
 
 def struct_differs(name: str, release: str | None = None) -> str | None:
-    """Why the suite's structure vectors of `name` do not apply under `release` (default: the
-    active one), or None when they do (spec/layouts.py differs_from_default): the suite's
-    structure vectors are written for the default release's layouts; it has none for
-    another layout."""
+    """Why the structure cases of `name` do not apply under `release` (default: the active
+    one): the release has no such structure (spec/layouts.py absent); None when it has it."""
     from ptlrpc_conformance.spec import layouts
-    return layouts.differs_from_default(name, release or active())
+    return layouts.absent(name, release or active())
+
+
+def struct_not_applicable(vector, release: str | None = None) -> str | None:
+    """Why a structure vector does not apply under `release` (default: the active one), or
+    None: the release lacks the structure, or reads it otherwise (another layout or byte
+    swapping: spec/layouts.py reads_otherwise) and the vector gives no bytes of its own for the
+    release's profile.  The bundled vectors give them for every release that reads a structure
+    otherwise (vectors/structs_releases.yaml, tools/gen_struct_releases.py); a vector of the
+    user's may not."""
+    from ptlrpc_conformance.spec import layouts
+    release = release or active()
+    why = struct_differs(vector.struct, release)
+    if why or not layouts.reads_otherwise(vector.struct, release):
+        return why
+    if "bytes" in (vector.overrides.get(f"lustre-{release}") or {}):
+        return None
+    return (f"Lustre {release} reads struct {layouts.canonical(vector.struct)} otherwise (docs/releases.md) and "
+            f"the vector gives no bytes for profile lustre-{release}")
 
 
 def tolerated_shape(problem, result) -> bool:
@@ -135,5 +151,7 @@ def judged_facts(area: str, profile_name: str) -> dict:
         return {"reconstruct": prof.has("reconstruct"),
                 **{name: behaviour(prof.release, name) for name in TARGET_FACTS}}
     if area == "structs":           # the valid-bit properties: their structures' layouts
-        return {name: struct_differs(name, prof.release) for name in ("obdo", "mdt_body")}
+        from ptlrpc_conformance.spec import layouts
+        return {name: [struct_differs(name, prof.release), layouts.reads_otherwise(name, prof.release)]
+                for name in ("obdo", "mdt_body")}
     return {}                       # protocol: its judges read no release fact

@@ -140,7 +140,7 @@ def _with_rest(spans: list[Span], n: int, note: str = "", start: int | None = No
 def struct_spans(name: str, data: bytes, base: int = 0, prefix: str = "") -> list[Span]:
     """Spans of a wire structure by the layout tables (values read little-endian; the
     bytes are labelled, not judged)."""
-    from ptlrpc_conformance.harness.verdicts.structs import entry as struct_entry
+    from ptlrpc_conformance.spec.structs import entry as struct_entry
     entry = struct_entry(name)
     spans: list[Span] = []
     unions_seen = set()

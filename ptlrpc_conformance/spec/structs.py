@@ -1,9 +1,12 @@
-"""The suite's own view of wire structures (little-endian only), from spec/layouts.json.
+"""The suite's own view of wire structures (little-endian only), from spec/layouts.json
+(or, given a `release`, from that release's table in today's names: spec/layouts.py view).
 
 Used to build inputs and read outputs of the structure cases and properties, never to
 judge an IUT by asking an IUT.  It flattens a structure into leaves — integers, char
 arrays, integer arrays — each with a dotted path; nested structures and every union
-member view are walked.
+member view are walked.  It lives beside the layout table it reads; the reference and the
+mutants never use it (the reference reads the table with its own codec, reference/structs.py;
+tests/test_layers.py checks).
 """
 from __future__ import annotations
 
@@ -32,19 +35,19 @@ class Leaf:
 
 
 @functools.lru_cache(maxsize=None)
-def entry(name: str) -> dict:
+def entry(name: str, release: str | None = None) -> dict:
     """A structure's layout entry (shared: do not modify)."""
-    return layouts.load()["structs"][layouts.canonical(name)]
+    return layouts.view(release)["structs"][layouts.canonical(name)]
 
 
 @functools.lru_cache(maxsize=None)
-def leaves(name: str) -> tuple[Leaf, ...]:
-    return tuple(_walk(layouts.canonical(name), 0, (), True))
+def leaves(name: str, release: str | None = None) -> tuple[Leaf, ...]:
+    return tuple(_walk(layouts.canonical(name), 0, (), True, release))
 
 
-def _walk(name: str, base: int, path: tuple, first: bool):
+def _walk(name: str, base: int, path: tuple, first: bool, release: str | None = None):
     seen_union = set()
-    for f in entry(name)["fields"]:
+    for f in entry(name, release)["fields"]:
         if f.get("flexible"):
             continue
         view_first = first
@@ -57,19 +60,19 @@ def _walk(name: str, base: int, path: tuple, first: bool):
         if t.startswith("struct "):
             inner = t[len("struct "):]
             if "count" in f:
-                size = entry(inner)["size"]
+                size = entry(inner, release)["size"]
                 for i in range(f["count"]):
-                    yield from _walk(inner, at + i * size, p + (f"[{i}]",), view_first)
+                    yield from _walk(inner, at + i * size, p + (f"[{i}]",), view_first, release)
             else:
-                yield from _walk(inner, at, p, view_first)
+                yield from _walk(inner, at, p, view_first, release)
         elif t == "char":
             yield Leaf(p, at, 1, "char", f.get("count", 1), view_first)
         else:
             yield Leaf(p, at, INT[t], t, f.get("count"), view_first)
 
 
-def size(name: str) -> int:
-    return entry(name)["size"]
+def size(name: str, release: str | None = None) -> int:
+    return entry(name, release)["size"]
 
 
 def read_leaf(leaf: Leaf, data: bytes):
@@ -82,10 +85,10 @@ def read_leaf(leaf: Leaf, data: bytes):
                            signed=signed) for i in range(leaf.count)]
 
 
-def unpack(name: str, data: bytes) -> dict:
+def unpack(name: str, data: bytes, release: str | None = None) -> dict:
     """Every field of every view, nested, as decode_struct reports `fields`."""
     out: dict = {}
-    for leaf in leaves(name):
+    for leaf in leaves(name, release):
         node = out
         path = list(leaf.path)
         # arrays of structures: "[i]" segments become list indexes
@@ -101,14 +104,14 @@ def unpack(name: str, data: bytes) -> dict:
                 continue
             node = node.setdefault(seg, {})
         node[path[-1]] = read_leaf(leaf, data)
-    _nested_flexible(name, out)
-    for f in entry(name)["fields"]:                 # a trailing flexible array takes what follows
+    _nested_flexible(name, out, release)
+    for f in entry(name, release)["fields"]:        # a trailing flexible array takes what follows
         if f.get("flexible"):
             t = f["type"]
             if t.startswith("struct "):
                 inner = t[len("struct "):]
-                n = size(inner)
-                out[f["name"]] = [unpack(inner, data[at:at + n]) for at in range(f["offset"], len(data) - n + 1, n)]
+                n = size(inner, release)
+                out[f["name"]] = [unpack(inner, data[at:at + n], release) for at in range(f["offset"], len(data) - n + 1, n)]
             elif t == "char":
                 n = f.get("elem_size") or 1
                 out[f["name"]] = [data[at:at + n].split(b"\0", 1)[0].decode("latin-1")
@@ -120,16 +123,16 @@ def unpack(name: str, data: bytes) -> dict:
     return out
 
 
-def _nested_flexible(name: str, out: dict) -> None:
+def _nested_flexible(name: str, out: dict, release: str | None = None) -> None:
     """A flexible array inside a nested structure has no room: it reads as []."""
-    for f in entry(name)["fields"]:
+    for f in entry(name, release)["fields"]:
         t = f["type"]
         if t.startswith("struct ") and "count" not in f and not f.get("flexible") and isinstance(out.get(f["name"]), dict):
             inner = t[len("struct "):]
-            for g in entry(inner)["fields"]:
+            for g in entry(inner, release)["fields"]:
                 if g.get("flexible"):
                     out[f["name"]][g["name"]] = []
-            _nested_flexible(inner, out[f["name"]])
+            _nested_flexible(inner, out[f["name"]], release)
 
 
 def top_field(name: str, field_name: str) -> dict:

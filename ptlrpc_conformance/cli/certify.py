@@ -1,0 +1,140 @@
+"""The commands that run the suite: `certify` (and `certify --list`), `run` (one case again)
+and `list` (the cases and their requirements, nothing run).  The inputs are checked before
+anything runs, then the IUT's preflight, then the pytest session (cli/session.py), or the
+release matrix (cli/matrix.py)."""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+from ptlrpc_conformance.cli.common import could_not_start, iut_preflight, suites_args
+from ptlrpc_conformance.cli.matrix import certify_matrix, matrix_profiles
+from ptlrpc_conformance.cli.session import Observer, conclude_run, run_session
+from ptlrpc_conformance.harness import options
+from ptlrpc_conformance.harness.data import registry
+from ptlrpc_conformance.harness.options import EXIT_IUT, EXIT_OK, EXIT_USAGE, Parser
+from ptlrpc_conformance.harness.transport.adapter import IUTStartError
+from ptlrpc_conformance.harness.transport.loader import smoke_check
+
+
+def certify_parser() -> argparse.ArgumentParser:
+    p = Parser(prog="ptlrpc-conformance certify",
+                description="Run the conformance suite against an implementation and write report.json.")
+    options.add_arguments(p, options.certify_options())
+    p.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    return p
+
+
+def cmd_certify(argv: list[str]) -> int:
+    args = certify_parser().parse_args(argv)
+    if args.list:
+        return list_cases(args)
+    return _certify(args)
+
+
+def _input_problems(args) -> list[str]:
+    """What the command line names, checked before anything runs (harness/options.py); the
+    case ids and areas are checked by the plugin once the cases are collected."""
+    problems = options.writable_dir(args.out, "--out")
+    if args.io_log:
+        problems += options.writable_file(args.io_log, "--io-log", make_parents=False)
+    from ptlrpc_conformance.harness.outputs import gate
+    problems += gate.file_problems(args.known_failures, args.update_known_failures)
+    problems += options.requirement_ids(args.requirement, "--requirement")
+    return problems
+
+
+def _certify(args) -> int:
+    from ptlrpc_conformance.harness.data.vectors import VectorError, load_all   # jsonschema: +130 ms
+    problems = _input_problems(args)
+    if problems:
+        for line in problems:
+            print(f"ptlrpc-conformance: {line}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        profiles = matrix_profiles(args.profile)
+        if profiles is None:
+            registry.profile(args.profile)
+    except registry.RegistryError as e:
+        print(f"ptlrpc-conformance: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        load_all(args.vectors)
+        if args.vectors:                    # their scenarios too (the bundled ones are the suite's)
+            from ptlrpc_conformance.harness.ost import scenario                 # the vectors, ost/: +200 ms
+            scenario.load_all(args.vectors)
+    except VectorError as e:
+        print("ptlrpc-conformance: vector files have problems:\n  " + "\n  ".join(e.problems), file=sys.stderr)
+        return EXIT_USAGE
+    out = pathlib.Path(args.out)
+    report_path = out / "report.json"
+    status, adapter = iut_preflight(args.iut, args.iut_timeout)
+    if status == EXIT_IUT:
+        return _start_failure(args, report_path, status, adapter)
+    if status is not None:
+        return status
+    hello = adapter.hello
+    try:
+        smoke = smoke_check(adapter)
+    except IUTStartError as e:
+        adapter.close()
+        return _start_failure(args, report_path, *could_not_start(e))
+    adapter.close()
+    print(f"ptlrpc-conformance: certifying {hello.name} {hello.version} ({args.iut}); "
+          f"capabilities: {', '.join(sorted(hello.capabilities)) or 'none'}", flush=True)
+    for line in options.capability_warnings(hello):
+        print(f"ptlrpc-conformance: {line}", flush=True)
+
+    if profiles is not None:
+        return certify_matrix(args, profiles, hello, smoke)
+    return run_session(args, out, hello, smoke)
+
+
+def _start_failure(args, report_path: pathlib.Path, status: int, why: str) -> int:
+    """The IUT could not start: report.json says so (`iut.start_failure`), no case ran."""
+    from ptlrpc_conformance.harness.outputs import report as report_module   # +60 ms
+    given = {o.config_dest: getattr(args, o.dest) for o in options.certify_options() if o.pytest}
+    profile = registry.profile(args.profile).name
+    doc = report_module.start_failure_document(
+        iut_spec=args.iut, message=why, exit_status=status, profile=profile, seed=args.seed,
+        user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}),
+        selected=report_module.selection(args.area, args.case, args.requirement, args.keyword, None, args.level),
+        ignore_errno_class=bool(args.ignore_errno_class))
+    report_module.write(doc, report_path)
+    return conclude_run(report_path, status)
+
+
+def cmd_run(argv: list[str]) -> int:
+    """Re-run one case (exact id), optionally recording the protocol lines exchanged."""
+    if not argv or argv[0].startswith("-"):
+        print("usage: ptlrpc-conformance run CASE-ID [--iut SPEC] [--io-log FILE] [certify options]", file=sys.stderr)
+        return EXIT_USAGE
+    case_id, rest = argv[0], argv[1:]
+    if rest and not rest[0].startswith("-"):
+        print(f"ptlrpc-conformance run: one case id at a time ({rest[0]!r} is a second one); "
+              f"to run several, use `certify --case {case_id} --case {rest[0]}`", file=sys.stderr)
+        return EXIT_USAGE
+    args = certify_parser().parse_args(rest)
+    args.case = list(args.case) + [case_id]
+    if not any(a == "--out" or a.startswith("--out=") for a in rest):
+        args.out = RUN_OUT          # a re-run of one case never replaces a certification's report
+    return _certify(args)
+
+
+RUN_OUT = "ptlrpc-conformance-run"       # `run`'s default --out (certify's: ptlrpc-conformance-report)
+
+
+def cmd_list(argv: list[str]) -> int:
+    p = Parser(prog="ptlrpc-conformance list", description="Print the cases and their requirements, run nothing.")
+    options.add_arguments(p, options.command_options("list"))
+    return list_cases(p.parse_args(argv))
+
+
+def list_cases(args) -> int:
+    """`list`, and `certify --list` (whose other options are ignored)."""
+    import pytest                                                      # +170 ms
+    pargs = suites_args() + ["--collect-only", "-qq", "--conformance-list"]
+    pargs += options.pytest_args(args, options.command_options("list"))
+    rc = int(pytest.main(pargs, plugins=[Observer()]))
+    return EXIT_OK if rc == 0 else EXIT_USAGE
