@@ -167,9 +167,9 @@ def garbles():
     return Garbles()
 
 
-# ---- broken targets (docs/target-rules.md): one bug each, a class of mutant_targets.py --------
+# ---- broken targets (docs/target-rules.md): one bug each, a class of mutants/broken_targets.py
 # (the conforming ones below and target_no_full20 differ from the reference in a TargetConfig setting)
-from ptlrpc_conformance import mutant_targets as mt  # noqa: E402
+from ptlrpc_conformance.mutants import broken_targets as mt  # noqa: E402
 from ptlrpc_conformance.reference import TargetConfig  # noqa: E402
 
 BASE_TARGET = TargetConfig()

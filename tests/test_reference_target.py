@@ -17,7 +17,7 @@ from ptlrpc_conformance.reference.codec import Codec
 from ptlrpc_conformance.reference.structs import StructCodec
 from ptlrpc_conformance.reference.target import Target, TargetConfig, ostid_id, ostid_seq
 from ptlrpc_conformance.reference.target_config import OST_CONNECT_SUPPORTED
-from ptlrpc_conformance import mutant_targets
+from ptlrpc_conformance.mutants import broken_targets as mutant_targets
 
 C = spec.constant
 CODEC, SC = Codec(), StructCodec()

@@ -6,7 +6,8 @@ up.  Each point comes with the scenario that failed (or passed wrongly) before."
 import pytest
 
 import independent_ost
-from ptlrpc_conformance import mutant_targets, reference, spec
+from ptlrpc_conformance import reference, spec
+from ptlrpc_conformance.mutants import broken_targets as mutant_targets
 from ptlrpc_conformance.harness.ost import scenario as scen
 from ptlrpc_conformance.harness.ost.client import reply
 from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter

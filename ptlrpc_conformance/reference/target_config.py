@@ -1,7 +1,7 @@
 """The reference target's settings: the behaviour of a Lustre 2.17.57 OST as its code reads
 (the defaults), and the choices and configurations a genuine Lustre OST may have.  No setting
 makes the target wrong: the broken targets of the mutant zoo are subclasses of it
-(ptlrpc_conformance/mutant_targets.py)."""
+(ptlrpc_conformance/mutants/broken_targets.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace

@@ -23,7 +23,7 @@ One module per concern, each a part of `Target`:
 
 `TargetConfig` sets it up as a genuine Lustre OST may be (release, configuration, the choices
 the rules allow).  Broken targets are subclasses that override one method each
-(ptlrpc_conformance/mutant_targets.py), never settings of the reference or patches.
+(ptlrpc_conformance/mutants/broken_targets.py), never settings of the reference or patches.
 
 `Target.exchange(data, xid, client)` takes one request (wire bytes), the XID it travelled
 with and the name of the peer, and returns `{"data": HEX | None}` plus, when replies to

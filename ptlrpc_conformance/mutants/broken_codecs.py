@@ -1,13 +1,13 @@
-"""Broken codecs for the mutant zoo (mutants.py): decode checks that replace the reference
+"""Broken codecs for the mutant zoo (mutants/__init__.py): decode checks that replace the reference
 codec's (CodecConfig.decode_checks), and subclasses of the reference `Codec`, `StructCodec` and
 `ReferenceTestee` that override the one method where their bug lives.  The reference has no setting that makes
 it wrong; each bug here is its own code."""
 from __future__ import annotations
 
-from .reference import ReferenceTestee
-from .reference import codec as _codec
-from .reference.codec import Codec
-from .reference.structs import StructCodec
+from ..reference import ReferenceTestee
+from ..reference import codec as _codec
+from ..reference.codec import Codec
+from ..reference.structs import StructCodec
 
 
 def header_unpadded(st) -> None:

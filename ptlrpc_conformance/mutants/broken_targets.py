@@ -1,5 +1,5 @@
 """Broken OST targets: the reference target with one realistic bug each, for the mutant zoo
-(mutants.py) and the project's tests.
+(mutants/__init__.py) and the project's tests.
 
 Each class below is a subclass of the reference `Target` that overrides the one method (or
 table) where its bug lives; the reference itself has no setting that makes it wrong.  Build a
@@ -11,15 +11,15 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from . import spec
-from .reference import ReferenceTestee, TargetConfig
-from .reference.codec import CodecError
-from .reference.target import Export, Reply, Target
-from .reference.target.constants import (AT_SUPPORT, CONNECT_RECONNECT, CONNECT_RECOVERING, ERR, FLATIME,
+from .. import spec
+from ..reference import ReferenceTestee, TargetConfig
+from ..reference.codec import CodecError
+from ..reference.target import Export, Reply, Target
+from ..reference.target.constants import (AT_SUPPORT, CONNECT_RECONNECT, CONNECT_RECOVERING, ERR, FLATIME,
                                          FLCTIME, FLGID, FLGROUP, FLID, FLMODE, FLMTIME, FLPROJID, FLSIZE,
                                          FLUID, GETATTR_BITS, IDS, REPLY, S_IALLUGO, S_IFREG, S_ISGID,
                                          S_ISVTX, TIMES)
-from .reference.target.ostid import _id, _seq
+from ..reference.target.ostid import _id, _seq
 
 
 # ---- drops, ERR or REPLY, statuses ------------------------------------------------------------

@@ -5,8 +5,8 @@ docs/mutants.md).
 Every mutant is built outside the reference, which has no setting that makes it wrong: with
 other values of the reference's own settings (`CodecConfig.but(...)`: other constants, tables
 or decode checks; `StructConfig.but(...)`: other tables), or with its bug as code of its own -
-a decode check or a subclass of `Codec`, `StructCodec` or `ReferenceTestee` (mutant_codecs.py),
-a subclass of the reference `Target` (mutant_targets.py) - passed to `make_testee`; never by
+a decode check or a subclass of `Codec`, `StructCodec` or `ReferenceTestee` (mutants/broken_codecs.py),
+a subclass of the reference `Target` (mutants/broken_targets.py) - passed to `make_testee`; never by
 patching the reference.  A mutant is loaded like any IUT:
 
     ptlrpc-conformance certify --iut python:ptlrpc_conformance.mutants:MUTANT-ID --area AREA
@@ -23,12 +23,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable
 
-from . import spec
-from . import mutant_targets as mt
-from .reference import Codec, CodecConfig, make_testee
-from .reference import codec as _codec
-from .reference.structs import StructCodec, StructConfig
-from . import mutant_codecs as mc
+from .. import spec
+from ..reference import Codec, CodecConfig, make_testee
+from ..reference import codec as _codec
+from ..reference.structs import StructCodec, StructConfig
+from . import broken_codecs as mc
+from . import broken_targets as mt
 
 C = spec.constant
 
@@ -76,7 +76,7 @@ def _struct_mutant(changes: Callable[[StructConfig], dict], struct_class=StructC
 
 
 def _target_mutant(bug, **settings) -> Callable[[], object]:
-    """A target mutant: the reference target's broken subclass `bug` (mutant_targets.py), set
+    """A target mutant: the reference target's broken subclass `bug` (mutants/broken_targets.py), set
     up with TargetConfig `settings`."""
     return lambda: mt.testee(bug, **settings)
 
