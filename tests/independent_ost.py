@@ -1,5 +1,5 @@
 """An OST target written from docs/target-rules.md alone, independent of the bundled reference
-(reference/target.py): its own message packer and parser, its own state, and different
+(reference/target/): its own message packer and parser, its own state, and different
 choices wherever the rules allow several outcomes — so that the suite is shown to accept
 what the rules allow, not what the reference happens to do.
 
@@ -23,22 +23,45 @@ Its choices (each a member of a set the rules allow):
   with the others (it waits behind them and is lost at a restart with every transaction that
   had not committed), where the default keeps it on disk at once.
 
+Its tables - the opcodes, the fields of the structures it reads and writes - are its own,
+written from docs/target-rules.md and the Lustre headers that page names; it reads neither
+spec/target.yaml nor the suite's structure walker.  From the package it takes only constants
+and errnos by their Lustre names (spec.constant, spec.errno_value).
+
 Load it with --iut python:independent_ost:testee (tests/ on sys.path).
 """
 from __future__ import annotations
 
 import copy
 import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.spec import structs as S
 
 C = spec.constant
-BODY = {f.name: f for f in spec.layout("ptlrpc_body_v3").fields}
-UNSWABBED = set(spec.facts()["unswabbed"]["ptlrpc_body_v3"])
-OST_BODY = {leaf.name: leaf for leaf in S.leaves("ost_body") if leaf.first_view}
-OCD = {leaf.name: leaf for leaf in S.leaves("obd_connect_data") if leaf.first_view}
+
+
+@dataclass(frozen=True)
+class Field:
+    offset: int
+    size: int
+
+
+# struct ptlrpc_body_v3 (lustre_idl.h): the fields this target reads or writes; pb_handle and
+# the pads are opaque, never byte-swapped (lustre_swab_ptlrpc_body)
+BODY = {name: Field(offset, size) for name, offset, size in (
+    ("pb_handle", 0, 8), ("pb_type", 8, 4), ("pb_version", 12, 4), ("pb_opc", 16, 4), ("pb_status", 20, 4),
+    ("pb_last_xid", 24, 8), ("pb_last_committed", 40, 8), ("pb_transno", 48, 8), ("pb_flags", 56, 4),
+    ("pb_op_flags", 60, 4), ("pb_conn_cnt", 64, 4), ("pb_timeout", 68, 4), ("pb_pre_versions", 88, 32))}
+UNSWABBED = {"pb_handle"}
+# struct ost_body { struct obdo oa; } (lustre_idl.h), 208 bytes: the obdo fields this target uses
+OST_BODY = {"oa." + name: Field(offset, size) for name, offset, size in (
+    ("o_valid", 0, 8), ("o_oi.oi.oi_id", 8, 8), ("o_oi.oi.oi_seq", 16, 8), ("o_size", 32, 8), ("o_mtime", 40, 8),
+    ("o_atime", 48, 8), ("o_ctime", 56, 8), ("o_blocks", 64, 8), ("o_mode", 84, 4), ("o_uid", 88, 4),
+    ("o_gid", 92, 4), ("o_flags", 96, 4), ("o_misc", 108, 4), ("o_data_version", 176, 8), ("o_projid", 184, 4))}
+# struct obd_connect_data (lustre_idl.h), 192 bytes: the fields a connect reads and answers
+OCD = {name: Field(offset, size) for name, offset, size in (
+    ("ocd_connect_flags", 0, 8), ("ocd_version", 8, 4), ("ocd_connect_flags2", 80, 8))}
 MAGIC, MAGIC_SWABBED = C("LUSTRE_MSG_MAGIC_V2"), C("LUSTRE_MSG_MAGIC_V2_SWABBED")
 REQUEST, REPLY, ERR = C("PTL_RPC_MSG_REQUEST"), C("PTL_RPC_MSG_REPLY"), C("PTL_RPC_MSG_ERR")
 RESENT, REPLAY = C("MSG_RESENT"), C("MSG_REPLAY")
@@ -51,8 +74,22 @@ GRANTABLE = (C("OBD_CONNECT_FULL20") | C("OBD_CONNECT_VERSION") | C("OBD_CONNECT
              | C("OBD_CONNECT_AT") | C("OBD_CONNECT_FID"))
 FID_SEQ_IDIF = C("FID_SEQ_IDIF")
 FRESH_MODE = 0o107666
-OPS = {C(name): dict(row, name=name, version=C(row["version"])) for name, row in spec.target()["opcodes"].items()}
-TARGET_UUID = spec.target()["target_uuid"]
+# The opcodes of docs/target-rules.md §3 with what §1 and §7 say of each: the service version
+# its pb_version must carry (row 10), whether OBD_MD_FLID is required in its body (HAS_BODY,
+# row 15), and what recovery does with it (§7: served, queued, or refused -EAGAIN)
+OPS = {C(name): {"name": name, "version": C(version), "has_body": has_body, "recovery": recovery}
+       for name, version, has_body, recovery in (
+           ("OST_CONNECT", "LUSTRE_OBD_VERSION", False, "serve"),
+           ("OST_DISCONNECT", "LUSTRE_OBD_VERSION", False, "serve"),
+           ("OBD_PING", "LUSTRE_OBD_VERSION", False, "queue"),
+           ("OST_GETATTR", "LUSTRE_OST_VERSION", True, "refuse"),
+           ("OST_SETATTR", "LUSTRE_OST_VERSION", True, "queue"),
+           ("OST_CREATE", "LUSTRE_OST_VERSION", False, "queue"),
+           ("OST_DESTROY", "LUSTRE_OST_VERSION", False, "queue"),
+           ("OST_PUNCH", "LUSTRE_OST_VERSION", True, "queue"),
+           ("OST_SYNC", "LUSTRE_OST_VERSION", True, "queue"),
+           ("OST_STATFS", "LUSTRE_OST_VERSION", False, "refuse"))}
+TARGET_UUID = "lustre-OST0000_UUID"           # docs/target-rules.md §1: the target's UUID
 
 
 def errno(name: str) -> int:
@@ -129,7 +166,7 @@ def pack(order: str, body: dict, buffers: list[bytes]) -> bytes:
 def get_fields(table: dict, order: str, raw: bytes) -> dict:
     out = {}
     for name, leaf in table.items():
-        if leaf.count is None and leaf.size in (1, 2, 4, 8) and leaf.offset + leaf.size <= len(raw):
+        if leaf.offset + leaf.size <= len(raw):
             out[name] = struct.unpack_from(order + {1: "B", 2: "H", 4: "I", 8: "Q"}[leaf.size], raw, leaf.offset)[0]
     return out
 

@@ -1,4 +1,4 @@
-"""The framing mutants of the zoo (ptlrpc_conformance/mutants.py), one per rule family: each
+"""The framing mutants of the zoo (ptlrpc_conformance/mutants/), one per rule family: each
 must fail the cases of its rule, and the report must charge the failure to the mutant's own
 requirement.  The lists are the cases that must be among the failures; a mutant may fail more
 (a broken placement breaks many derived cases)."""

@@ -149,7 +149,8 @@ def test_with_an_encoder_the_round_trip_charges_the_decoder_bug_to_its_field(run
 def _with_encoder(name):
     def factory():
         from ptlrpc_conformance.reference import make_testee
-        return make_testee(mutants.BY_ID[name].factory().codec.config, name=f"{name} with an encoder")
+        codec = mutants.BY_ID[name].factory().codec
+        return make_testee(codec.config, codec_class=type(codec), name=f"{name} with an encoder")
     return factory
 
 

@@ -50,7 +50,8 @@ def test_every_must_requirement_has_a_mutant():
 
 def test_every_mutant_loads_through_its_iut_spec_and_breaks_something():
     """Each factory builds a testee through the --iut spec the runner uses; and each mutant
-    differs from the reference in its configuration (no mutant is the reference itself)."""
+    differs from the reference in its configuration or in the class of one of its parts (no
+    mutant is the reference itself)."""
     from ptlrpc_conformance.harness.transport.loader import load_adapter
     from ptlrpc_conformance.reference import make_testee
     reference = make_testee()
@@ -61,7 +62,9 @@ def test_every_mutant_loads_through_its_iut_spec_and_breaks_something():
         adapter.close()
         t = m.factory()
         same = (t.codec.config == reference.codec.config and t.structs.config == reference.structs.config
-                and t.target_config == reference.target_config and t.unknown_op_error == reference.unknown_op_error)
+                and t.target_config == reference.target_config and t.target_class is reference.target_class
+                and type(t.codec) is type(reference.codec) and type(t.structs) is type(reference.structs)
+                and type(t) is type(reference))
         assert not same, f"{m.id} is configured like the reference"
 
 

@@ -1,4 +1,4 @@
-"""The bundled reference OST target (reference/target.py): a Lustre 2.17.57 OST as its code
+"""The bundled reference OST target (reference/target/): a Lustre 2.17.57 OST as its code
 reads (ofd on an ldiskfs OSD; the functions named in comments are Lustre's).
 
 Requests are built here with the reference Codec and StructCodec and fed to `Target`
@@ -17,6 +17,7 @@ from ptlrpc_conformance.reference.codec import Codec
 from ptlrpc_conformance.reference.structs import StructCodec
 from ptlrpc_conformance.reference.target import Target, TargetConfig, ostid_id, ostid_seq
 from ptlrpc_conformance.reference.target_config import OST_CONNECT_SUPPORTED
+from ptlrpc_conformance.mutants import broken_targets as mutant_targets
 
 C = spec.constant
 CODEC, SC = Codec(), StructCodec()
@@ -232,7 +233,7 @@ def test_check_req_runs_before_the_timeout_drop(t):
     assert c.send("OBD_PING", conn_cnt=1, timeout=0) is None                 # dropped either way
     assert c.send("OBD_PING", flags=REPLAY, transno=5, timeout=0).is_err("ENODEV")
     assert c.send("OBD_PING").is_err("ENOTCONN")                              # evicted
-    old = Target(TargetConfig(timeout_drop_first=True))
+    old = mutant_targets.TimeoutDropFirst()
     c = connected(old)
     assert c.send("OBD_PING", flags=REPLAY, transno=5, timeout=0) is None     # (bug) dropped first
     assert c.send("OBD_PING").status == 0
@@ -358,8 +359,9 @@ def test_row16_rdonly_is_never_granted(t):
 @pytest.mark.parametrize("enforced", [True, False])
 def test_row16_a_granted_rdonly_is_enforced(enforced):
     """A target that does grant RDONLY (TargetConfig.grant_rdonly, as an MDT) refuses mutable
-    opcodes with REPLY -EROFS, transno 0, last_committed 0; rdonly_unenforced is the bug."""
-    t = Target(TargetConfig(grant_rdonly=True, rdonly_unenforced=not enforced))
+    opcodes with REPLY -EROFS, transno 0, last_committed 0; not enforcing it is a bug
+    (mutant_targets.RdonlyUnenforced)."""
+    t = (Target if enforced else mutant_targets.RdonlyUnenforced)(TargetConfig(grant_rdonly=True))
     c = Client(t, "c1", flags=RDONLY)
     assert c.connect().struct("obd_connect_data")["ocd_connect_flags"] & RDONLY
     for opc, body in (("OST_SETATTR", ost_body(1, FLMTIME)), ("OST_CREATE", ost_body(1)),
@@ -373,7 +375,7 @@ def test_row16_a_granted_rdonly_is_enforced(enforced):
 
 
 def test_honouring_an_ungranted_rdonly_is_a_bug(t):
-    bad = Target(TargetConfig(honour_ungranted_rdonly=True))
+    bad = mutant_targets.HonoursUngrantedRdonly()
     for target, status in ((t, 0), (bad, e("EROFS"))):
         c = Client(target, "c1", flags=RDONLY)
         assert not c.connect().struct("obd_connect_data")["ocd_connect_flags"] & RDONLY

@@ -66,7 +66,7 @@ def test_hand_written_structures_in_both_byte_orders():
         assert orders == {"little", "big"}, name
 
 
-# the structure mutants of the zoo (ptlrpc_conformance/mutants.py) and cases each must fail
+# the structure mutants of the zoo (ptlrpc_conformance/mutants/) and cases each must fail
 MUST_FAIL = {
     "struct_field_shifted": {"structs.obdo.all-fields-le.decode", "structs.obdo.all-fields-le.encode",
                              "structs.valid.obdo.decode"},

@@ -7,6 +7,7 @@ import pytest
 
 import independent_ost
 from ptlrpc_conformance import reference, spec
+from ptlrpc_conformance.mutants import broken_targets as mutant_targets
 from ptlrpc_conformance.harness.ost import scenario as scen
 from ptlrpc_conformance.harness.ost.client import reply
 from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
@@ -119,7 +120,7 @@ def test_the_stateful_target_case_passes_an_ost_without_project_quota(run_cli):
 def test_getattr_without_flprojid_fails():
     """obdo_from_la sets FLPROJID in every GETATTR: a target that leaves it out was passed
     before (the suite took it as optional) and fails now."""
-    problems, _ = _run("target.obj.fresh", make_testee(target_config=TargetConfig(getattr_omits_projid=True)))
+    problems, _ = _run("target.obj.fresh", mutant_targets.testee(mutant_targets.GetattrOmitsProjid))
     assert problems and "TGT-OBJ-1" in problems[0] and "o_valid" in problems[0]
 
 
@@ -133,7 +134,7 @@ def test_the_last_transaction_xid_repeated_without_resent_is_dropped():
     """Row 12: no scenario sent it before, so a target that runs it again passed everything."""
     assert _run("target.drop.last-transaction-xid", make_testee())[0] == []
     problems, _ = _run("target.drop.last-transaction-xid",
-                       make_testee(target_config=TargetConfig(check_last_trans_xid=False)))
+                       mutant_targets.testee(mutant_targets.RunsLastTransactionXid))
     assert problems and "TGT-DROP-1" in problems[0]
 
 

@@ -1,8 +1,9 @@
 """The bundled reference codec for lustre_msg_v2 messages and their ptlrpc_body.
 
 Standard library only.  Every limit, layout table and check is taken from a `CodecConfig`,
-so a variant of the codec (a deliberately broken one, for instance) is built by passing a
-different configuration, never by patching this module.
+so a variant of the codec is built by passing a different configuration, never by patching
+this module; the broken codecs of the mutant zoo (mutants.py) replace decode checks or
+subclass `Codec`, the reference has no setting that makes it wrong.
 
 Decoding follows the order in which Lustre's receive path checks a message
 (docs/rules.md, HDR-1..9, then BODY-2, BODY-3, BODY-5/6); the first failing check decides the
@@ -81,7 +82,7 @@ def check_bufcount(st: DecodeState) -> None:
 def check_buflens_room(st: DecodeState) -> None:
     """HDR-7 / PAD-1: the message must hold lm_buflens[] and the header pad."""
     base = st.config.header_layout.field("lm_buflens").offset
-    st.header_size = round_up(base + 4 * st.bufcount, st.config.alignment) if st.config.pad_header else base + 4 * st.bufcount
+    st.header_size = round_up(base + 4 * st.bufcount, st.config.alignment)
     if len(st.data) < st.header_size:
         st.reject("EINVAL", f"message is {len(st.data)} bytes, a header with {st.bufcount} buffers needs {st.header_size}")
 
@@ -98,7 +99,7 @@ def check_buflens(st: DecodeState) -> None:
     order = LITTLE if "lm_buflens" in st.config.unswabbed else st.order
     for i in range(st.bufcount):
         n = st.u32(base + 4 * i, order)
-        rounded = round_up(n, align) if st.config.round_buflens else n
+        rounded = round_up(n, align)
         if rounded > 0xFFFFFFFF:
             if st.config.reject_wrapped_buflen:
                 st.reject("EINVAL", f"lm_buflens[{i}] = {n:#x} wraps past 2^32 when rounded up to {align}")
@@ -109,8 +110,6 @@ def check_buflens(st: DecodeState) -> None:
 
 
 def _rounded(st: DecodeState, n: int) -> int:
-    if not st.config.round_buflens:
-        return n
     return round_up(n, st.config.alignment) & 0xFFFFFFFF
 
 
@@ -121,11 +120,8 @@ def check_total(st: DecodeState) -> None:
     for n in st.buflens:
         st.offsets.append(offset)
         offset += _rounded(st, n)
-    need = offset
-    if st.buflens and st.config.total_covers == "unpadded":
-        need = st.offsets[-1] + st.buflens[-1]
-    if need > len(st.data) and st.config.total_covers != "nothing":
-        st.reject("EINVAL", f"header and buffers need {need} bytes, message has {len(st.data)}")
+    if offset > len(st.data):
+        st.reject("EINVAL", f"header and buffers need {offset} bytes, message has {len(st.data)}")
     if offset > st.config.max_buflen:
         st.reject("EINVAL", f"message needs {offset} bytes, more than PTLRPC_MAX_BUFLEN {st.config.max_buflen}")
 
@@ -160,12 +156,8 @@ def unpack_body(st: DecodeState) -> None:
     for f in st.config.body_layout.fields:
         if f.end > size or (f.name == "pb_jobid" and size < st.config.jobid_body):
             continue
-        if f.name == "pb_jobid":
-            raw = buf[f.offset:f.end]
-            if f.name not in st.config.unswabbed and st.order == BIG:     # (a bug) swabbed as __u64 words
-                raw = b"".join(raw[i:i + 8][::-1] for i in range(0, len(raw), 8))
-            text = raw.split(b"\0", 1)[0][: st.config.jobid_chars].decode(st.config.jobid_encoding)
-            st.body[f.name] = text.rstrip() if st.config.jobid_rstrip else text     # (a bug) blanks stripped
+        if f.name == "pb_jobid":                 # a string of bytes, never swabbed
+            st.body[f.name] = buf[f.offset:f.end].split(b"\0", 1)[0][: st.config.jobid_chars].decode("latin-1")
             continue
         order = LITTLE if f.name in st.config.unswabbed else st.order
         if f.count:
@@ -173,8 +165,7 @@ def unpack_body(st: DecodeState) -> None:
                                for i in range(f.count)]
         else:
             value = int.from_bytes(buf[f.offset:f.end], order)
-            bits = dict(st.config.field_bits).get(f.name, 8 * f.size)
-            value &= (1 << bits) - 1
+            bits = 8 * f.size
             if f.name in st.config.signed and value >= 1 << (bits - 1):
                 value -= 1 << bits
             st.body[f.name] = value
@@ -220,32 +211,20 @@ class CodecConfig:
     reply_types: frozenset = frozenset({spec.constant("PTL_RPC_MSG_REPLY"), spec.constant("PTL_RPC_MSG_ERR")})
     header_layout: spec.Layout = spec.layout("lustre_msg_v2")
     body_layout: spec.Layout = spec.layout("ptlrpc_body_v3")
-    # fields read in the receiver's byte order whatever the sender's; besides header and body
-    # field names, "lm_buflens" (the array) and leaving out "pb_jobid" (swabbed as __u64 words)
-    # are honoured, for broken variants
+    # fields read in the receiver's byte order whatever the sender's (header and body field
+    # names, and "lm_buflens" for the array)
     unswabbed: frozenset = frozenset(spec.facts()["unswabbed"]["lustre_msg_v2"]
                                      + spec.facts()["unswabbed"]["ptlrpc_body_v3"])
     signed: frozenset = frozenset(spec.facts()["signed"]["ptlrpc_body_v3"])
-    field_bits: tuple = ()               # decode: (body field, bits) pairs whose value keeps only its low bits
-    #                                      (a bug: a narrower variable); the others keep their full width
     version_mask: int = 0xFFFF           # the pb_version bits checked against msg_version
     jobid_chars: int = spec.constant("LUSTRE_JOBID_SIZE") - 1   # an unterminated pb_jobid reads this many
-    jobid_encoding: str = "latin-1"      # one character per byte (ISO-8859-1)
-    jobid_rstrip: bool = False           # decode: strip blanks from the end of pb_jobid (a bug: Lustre keeps them)
-    reject_wrapped_buflen: bool = True
-    total_covers: str = "padded"         # decode: what must be in the message: "padded" every buffer rounded up
-    #                                      (Lustre); bugs: "unpadded" (the last pad may be missing), "nothing"
-    round_buflens: bool = True
-    pad_header: bool = True             # decode and encode: round the header up to `alignment`
-    pad_buffers: bool = True            # encode: pad each buffer up to `alignment`
-    pad_byte: int = 0                   # encode: the byte written into pads
-    encode_padded_buflens: bool = False  # encode: write buflens rounded up (a classic bug)
+    reject_wrapped_buflen: bool = True   # False: as Lustre's code reads literally (docs/divergences.md)
     decode_checks: tuple = DEFAULT_DECODE_CHECKS
     cksum: Callable[[bytes], int] = staticmethod(lambda b: zlib.crc32(b) ^ 0xFFFFFFFF)
-    cksum_padded: bool = False           # decode: checksum buffer 0 with its pad (a bug: Lustre stops at its length)
 
     def but(self, **changes) -> "CodecConfig":
-        """A copy with some settings changed: the seam for variants and mutants."""
+        """A copy with some settings changed: the seam for variants (and, with other decode
+        checks or other constants, for mutants)."""
         return replace(self, **changes)
 
 
@@ -281,10 +260,8 @@ class Codec:
         }
 
     def _cksum_input(self, st: DecodeState, buffer0: bytes) -> bytes:
-        """The bytes the checksum covers: buffer 0 (or, for a broken variant, with its pad)."""
-        if not self.config.cksum_padded:
-            return buffer0
-        return st.data[st.offsets[0]:st.offsets[0] + round_up(len(buffer0), self.config.alignment)]
+        """The bytes the checksum covers: buffer 0, without its pad."""
+        return buffer0
 
     # encode -------------------------------------------------------------------------
     def encode(self, message: dict) -> bytes:
@@ -342,14 +319,10 @@ class Codec:
                 value = _uint(header_in.get(f.name, 0), 32, f.name)
             out += value.to_bytes(4, LITTLE)
         for b in buffers:
-            n = round_up(len(b), cfg.alignment) if cfg.encode_padded_buflens else len(b)
-            out += n.to_bytes(4, LITTLE)
-        if cfg.pad_header:
-            out += bytes([cfg.pad_byte]) * (round_up(len(out), cfg.alignment) - len(out))
+            out += len(b).to_bytes(4, LITTLE)
+        out += bytes(round_up(len(out), cfg.alignment) - len(out))          # zero pads
         for b in buffers:
-            out += b
-            if cfg.pad_buffers:
-                out += bytes([cfg.pad_byte]) * (round_up(len(b), cfg.alignment) - len(b))
+            out += b + bytes(round_up(len(b), cfg.alignment) - len(b))
         return bytes(out)
 
     def pack_body(self, body: dict, size: int) -> bytes:

@@ -24,12 +24,7 @@ class StructConfig:
     layouts: dict = field(default_factory=lambda: layouts.load())
     swab: dict = field(default_factory=lambda: spec.facts()["swab"])
     valid_bits: dict = field(default_factory=lambda: spec.facts()["valid_bits"])
-    union_choice: str = "rule"        # "rule": the swab rule picks the union member; a name forces one
     report_valid: bool = True         # add the "valid" view for structures with valid bits
-    auto_valid: bool = True           # encode: an omitted o_valid/mbo_valid is computed from the fields given
-    auto_valid_all: bool = False      # encode: set every known bit instead (a classic bug)
-    drop_unknown_valid_bits: bool = False  # decode and encode: keep only the bits the table knows (a bug)
-    check_size: bool = True           # False: a short structure is decoded as if zero-filled (a bug)
     message_formats: dict = field(default_factory=lambda: spec.facts()["message_formats"])  # buffers per opcode
 
     def but(self, **changes) -> "StructConfig":
@@ -76,15 +71,11 @@ class StructCodec:
         if byte_order not in ("little", "big"):
             raise CodecError("EINVAL", f"byte_order must be little or big, not {byte_order!r}")
         if len(data) < size:
-            if self.config.check_size:
-                raise CodecError("EINVAL", f"{name} needs {size} bytes, got {len(data)}")
-            data = bytes(data) + bytes(size - len(data))
+            raise CodecError("EINVAL", f"{name} needs {size} bytes, got {len(data)}")
         buf = bytearray(data)
         if byte_order == "big":
             self._swab(name, buf, 0, len(buf))
         fields = self._read(name, bytes(buf), 0, len(buf))
-        if self.config.drop_unknown_valid_bits:
-            self._mask_unknown(name, fields)
         out = {"type": name, "fields": fields}
         if self.config.report_valid:
             valid = self.valid_view(name, fields)
@@ -143,11 +134,7 @@ class StructCodec:
         entry = self.entry(name)
         chosen = None
         if "union_by" in rule:
-            sel = rule["union_by"]["selector"]
-            raw = int.from_bytes(buf[base + sel["offset"]:base + sel["offset"] + sel["size"]], "little")
-            chosen = rule["union_by"]["then"] if raw in rule["union_by"]["values"] else rule["union_by"]["else"]
-            if self.config.union_choice != "rule":
-                chosen = self.config.union_choice
+            chosen = self._union_member(rule["union_by"], buf, base)
         unions = {f.get("union") for f in entry["fields"] if f.get("union")}
         if unions and chosen is None:
             raise CodecError("EOPNOTSUPP", f"{name} has a union whose foreign-endian form is not defined here")
@@ -170,6 +157,14 @@ class StructCodec:
                 elif kind != "char":
                     self._swab(kind, buf, p, min(end, p + esize))
 
+    @staticmethod
+    def _union_member(union_by: dict, buf: bytearray, base: int) -> str:
+        """The member of a union a foreign-endian structure is swabbed as: the swab rule's
+        choice by its selector field (lustre_swab_ost_id: by the FID sequence)."""
+        sel = union_by["selector"]
+        raw = int.from_bytes(buf[base + sel["offset"]:base + sel["offset"] + sel["size"]], "little")
+        return union_by["then"] if raw in union_by["values"] else union_by["else"]
+
     def _flag(self, entry: dict, buf: bytearray, base: int, name: str) -> int:
         for f in entry["fields"]:
             if f["name"] == name:
@@ -177,22 +172,6 @@ class StructCodec:
         raise CodecError("EINVAL", f"swab rule names unknown field {name}")
 
     # valid bits ----------------------------------------------------------------------------
-    def _known_bits(self, name: str) -> int:
-        bits = 0
-        for pairs in self.config.valid_bits[name]["fields"].values():
-            for _, b in pairs:
-                bits |= b
-        return bits
-
-    def _mask_unknown(self, name: str, fields: dict) -> None:
-        if name in self.config.valid_bits:
-            mask_field = next(f for f in fields if f.endswith("_valid"))
-            if isinstance(fields.get(mask_field), int):
-                fields[mask_field] &= self._known_bits(name)
-        for f in self.entry(name)["fields"]:
-            if f["type"].startswith("struct ") and isinstance(fields.get(f["name"]), dict):
-                self._mask_unknown(f["type"][len("struct "):], fields[f["name"]])
-
     def valid_view(self, name: str, fields: dict, prefix: str = "") -> list[str] | None:
         """Dotted names of the fields the valid bits make meaningful, for structures with
         valid bits (obdo, mdt_body) and structures that contain one (ost_body)."""
@@ -228,16 +207,14 @@ class StructCodec:
                 raise CodecError("EINVAL", f"{path} has no field {key!r}")
         fields = dict(fields)
         table = self.config.valid_bits.get(name)
-        if table is not None and self.config.auto_valid:
+        if table is not None:
             mask_field = next(f for f in known if f.endswith("_valid"))
-            if mask_field not in fields:
+            if mask_field not in fields:             # an omitted mask: the bits of the fields given
                 mask = 0
                 for f, bits in table["fields"].items():
                     if f in fields:
                         mask |= bits[0][1]
-                fields[mask_field] = self._known_bits(name) if self.config.auto_valid_all else mask
-            elif self.config.drop_unknown_valid_bits and isinstance(fields[mask_field], int):
-                fields[mask_field] &= self._known_bits(name)
+                fields[mask_field] = mask
         written: dict[str, bytes] = {}
         extra = b""
         for f in entry["fields"]:

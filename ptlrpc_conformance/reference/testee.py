@@ -26,15 +26,18 @@ class ReferenceTestee:
     def __init__(self, config: CodecConfig | None = None, name: str | None = None,
                  capabilities: tuple[str, ...] = ("decode", "encode", "structs", "target", "restart"),
                  struct_config: StructConfig | None = None, target_config: TargetConfig | None = None,
-                 unknown_op_error: str = "EOPNOTSUPP", declare_configuration: bool = False):
-        self.codec = Codec(config)
-        self.structs = StructCodec(struct_config)
+                 declare_configuration: bool = False,
+                 target_class: type[Target] = Target, codec_class: type[Codec] = Codec,
+                 struct_class: type[StructCodec] = StructCodec):
+        # the classes: the reference's, or broken subclasses of them (the mutant zoo's)
+        self.codec = codec_class(config)
+        self.structs = struct_class(struct_config)
         self.target_config = target_config or TargetConfig()
+        self.target_class = target_class
         self._target: Target | None = None
         if name:
             self.name = name
         self.capabilities = list(capabilities)
-        self.unknown_op_error = unknown_op_error      # what an unknown operation is answered with
         self.declare_configuration = declare_configuration   # the hello says how the target is set up
 
     def hello(self) -> dict:
@@ -69,12 +72,17 @@ class ReferenceTestee:
                 return {"ok": True, "result": self.target_op(op, request)}
         except CodecError as e:
             return {"ok": False, "error": e.errno, "detail": e.detail}
-        return {"ok": False, "error": self.unknown_op_error, "detail": f"operation {op!r} is not supported"}
+        return self.unsupported(op)
+
+    @staticmethod
+    def unsupported(op) -> dict:
+        """The answer to an operation this testee does not support (docs/testee-protocol.md)."""
+        return {"ok": False, "error": "EOPNOTSUPP", "detail": f"operation {op!r} is not supported"}
 
     @property
     def target(self) -> Target:
         if self._target is None:
-            self._target = Target(self.target_config)
+            self._target = self.target_class(self.target_config)
         return self._target
 
     def target_op(self, op: str, request: dict) -> dict:
@@ -88,7 +96,7 @@ class ReferenceTestee:
                 raise CodecError("EINVAL", "request field 'client' must be a string")
             return self.target.exchange(data, xid, client)
         if op == "reset":
-            self._target = Target(self.target_config)
+            self._target = self.target_class(self.target_config)
             return {}
         if op == "restart":
             return {"last_committed": self.target.restart()}

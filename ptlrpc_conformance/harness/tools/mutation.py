@@ -1,5 +1,5 @@
 """`ptlrpc-conformance mutants`: run the suite against every mutant of the zoo
-(ptlrpc_conformance/mutants.py) and report which cases killed each one.
+(ptlrpc_conformance/mutants/) and report which cases killed each one.
 
 Each mutant runs in a subprocess of its own - `certify --iut
 python:ptlrpc_conformance.mutants:ID --area AREA ...` with a small `--examples` - several at
@@ -66,7 +66,7 @@ class _Usage(Exception):
 
 def _parser() -> argparse.ArgumentParser:
     p = Parser(prog="ptlrpc-conformance mutants",
-                description="Run the suite against every mutant of the reference (ptlrpc_conformance/mutants.py) "
+                description="Run the suite against every mutant of the reference (ptlrpc_conformance/mutants/) "
                             "and print which cases killed each, with the mutation score.")
     p.add_argument("--jobs", "-j", type=positive_int, default=os.cpu_count() or 1, metavar="N",
                    help="mutants run at once, each in a subprocess (default: the number of CPUs)")

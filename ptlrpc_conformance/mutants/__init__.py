@@ -2,10 +2,12 @@
 requirement, to prove that the suite catches them (`ptlrpc-conformance mutants`,
 docs/mutants.md).
 
-Every mutant is the reference testee built with a different configuration - the injection
-seams `CodecConfig.but(...)`, `StructConfig.but(...)`, `TargetConfig.but(...)`, the decode
-checks a `CodecConfig` runs, and `make_testee`'s arguments - never by patching or copying
-the reference.  A mutant is loaded like any IUT:
+Every mutant is built outside the reference, which has no setting that makes it wrong: with
+other values of the reference's own settings (`CodecConfig.but(...)`: other constants, tables
+or decode checks; `StructConfig.but(...)`: other tables), or with its bug as code of its own -
+a decode check or a subclass of `Codec`, `StructCodec` or `ReferenceTestee` (mutants/broken_codecs.py),
+a subclass of the reference `Target` (mutants/broken_targets.py) - passed to `make_testee`; never by
+patching the reference.  A mutant is loaded like any IUT:
 
     ptlrpc-conformance certify --iut python:ptlrpc_conformance.mutants:MUTANT-ID --area AREA
 
@@ -21,10 +23,12 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable
 
-from . import spec
-from .reference import CodecConfig, TargetConfig, make_testee
-from .reference import codec as _codec
-from .reference.structs import StructConfig
+from .. import spec
+from ..reference import Codec, CodecConfig, make_testee
+from ..reference import codec as _codec
+from ..reference.structs import StructCodec, StructConfig
+from . import broken_codecs as mc
+from . import broken_targets as mt
 
 C = spec.constant
 
@@ -50,25 +54,31 @@ class Mutant:
 
 # ---- building blocks: the reference's seams -------------------------------------------------
 
-def _codec_mutant(**changes) -> Callable[[], object]:
-    return lambda: make_testee(CodecConfig().but(**changes))
+def _codec_mutant(codec_class=Codec, **changes) -> Callable[[], object]:
+    """A codec mutant: the reference codec with other settings (`changes`: other constants or
+    decode checks), or a broken subclass of it (`codec_class`)."""
+    return lambda: make_testee(CodecConfig().but(**changes), codec_class=codec_class)
 
 
-def _decode_only_mutant(**changes) -> Callable[[], object]:
+def _decode_only_mutant(codec_class=Codec, **changes) -> Callable[[], object]:
     """A codec mutant that declares `decode` only, as dissectors and many decoders do: no
     encoder, so no round trip can catch it."""
-    return lambda: make_testee(CodecConfig().but(**changes), capabilities=("decode",))
+    return lambda: make_testee(CodecConfig().but(**changes), capabilities=("decode",), codec_class=codec_class)
 
 
-def _struct_mutant(changes: Callable[[StructConfig], dict]) -> Callable[[], object]:
+def _struct_mutant(changes: Callable[[StructConfig], dict], struct_class=StructCodec) -> Callable[[], object]:
+    """A structure mutant: other tables (`changes` of StructConfig), or a broken subclass of the
+    reference's StructCodec (`struct_class`)."""
     def build():
         base = StructConfig()
-        return make_testee(struct_config=base.but(**changes(base)))
+        return make_testee(struct_config=base.but(**changes(base)), struct_class=struct_class)
     return build
 
 
-def _target_mutant(**changes) -> Callable[[], object]:
-    return lambda: make_testee(target_config=TargetConfig().but(**changes))
+def _target_mutant(bug, **settings) -> Callable[[], object]:
+    """A target mutant: the reference target's broken subclass `bug` (mutants/broken_targets.py), set
+    up with TargetConfig `settings`."""
+    return lambda: mt.testee(bug, **settings)
 
 
 def _checks(*, without=(), before=None, wrap=None) -> tuple:
@@ -259,9 +269,11 @@ MUTANTS: list[Mutant] = [
     _m("buflen_wrap_accepted", "a buflen of 0xFFFFFFF9..0xFFFFFFFF wraps to 0 when rounded and is accepted",
        "HDR-BUFLEN-2", F, cc(reject_wrapped_buflen=False)),
     _m("total_ignores_last_pad", "the total-length check does not require the last buffer's pad",
-       "HDR-TOTAL-1", F, cc(total_covers="unpadded")),
+       "HDR-TOTAL-1", F, cc(decode_checks=_checks(wrap={_codec.check_total: mc.named(
+           lambda st: mc.total(st, covers="unpadded"), "check_total")}))),
     _m("total_unchecked", "never checks that the buffers fit in the message (reads past its end)",
-       "HDR-TOTAL-1", F, cc(total_covers="nothing")),
+       "HDR-TOTAL-1", F, cc(decode_checks=_checks(wrap={_codec.check_total: mc.named(
+           lambda st: mc.total(st, covers="nothing"), "check_total")}))),
     _m("order_body_size_first", "checks buffer 0's size (EFAULT) before the buffers fit the message",
        "HDR-ORDER-1", F, cc(decode_checks=_checks(
            before=(_codec.check_body_size, _codec.check_total)))),
@@ -269,7 +281,7 @@ MUTANTS: list[Mutant] = [
        "HDR-ORDER-1", F, cc(decode_checks=_checks(
            before=(_codec.check_type, _codec.check_version)))),
     _m("jobid_utf8_crash", "decodes pb_jobid as UTF-8: a jobid byte >= 0x80 crashes the decoder",
-       "DEC-ROBUST-1", F, cc(jobid_encoding="utf-8")),
+       "DEC-ROBUST-1", F, cc(decode_checks=_checks(wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.jobid_utf8)}))),
     # header byte order, field by field
     _m("swabs_padding_3", "byte-swaps lm_padding_3, which Lustre leaves alone",
        "HDR-SWAB-1", F, cc(unswabbed=_unswabbed(remove=["lm_padding_3"]))),
@@ -290,20 +302,23 @@ MUTANTS: list[Mutant] = [
            wrap={_codec.unpack_header: (_codec.unpack_header, _reject_nonzero_secflvr)}))),
     # padding
     _m("no_header_pad", "header size 32 + 4*bufcount, never rounded up to 8 (decode and encode)",
-       "PAD-HEADER-1", F, cc(pad_header=False)),
+       "PAD-HEADER-1", F, cc(mc.mislaid(pad_header=False), decode_checks=_checks(
+           wrap={_codec.check_buflens_room: mc.named(mc.header_unpadded, "check_buflens_room")}))),
     _m("buflens_unrounded", "places buffers without rounding their lengths up to 8",
-       "PAD-BUFFER-1", F, cc(round_buflens=False)),
+       "PAD-BUFFER-1", F, cc(decode_checks=_checks(wrap={
+           _codec.check_buflens: mc.named(mc.buflens_unrounded, "check_buflens"),
+           _codec.check_total: mc.named(lambda st: mc.total(st, rounded=False), "check_total")}))),
     _m("rejects_nonzero_pad", "rejects a message whose pad bytes are not zero",
        "PAD-CONTENT-1", F, cc(decode_checks=_checks(
            wrap={_codec.check_total: (_codec.check_total, _reject_nonzero_pad)}))),
     _m("rejects_trailing_bytes", "rejects bytes after the last buffer (requires an exact length)",
        "PAD-TRAILING-1", F, cc(decode_checks=_checks(
            wrap={_codec.check_total: (_codec.check_total, _reject_trailing_bytes)}))),
-    _m("encoder_pad_ff", "the encoder fills pads with 0xFF", "ENC-CANON-1", F, cc(pad_byte=0xFF)),
+    _m("encoder_pad_ff", "the encoder fills pads with 0xFF", "ENC-CANON-1", F, cc(mc.mislaid(pad_byte=0xFF))),
     _m("encoder_no_buffer_pad", "the encoder does not pad buffers to 8", "ENC-LENGTH-1", F,
-       cc(pad_buffers=False)),
+       cc(mc.mislaid(pad_buffers=False))),
     _m("encoder_padded_buflens", "the encoder writes buflens rounded up to 8", "ENC-LENGTH-1", F,
-       cc(encode_padded_buflens=True)),
+       cc(mc.mislaid(padded_buflens=True))),
     # the body
     _m("body_151_accepted", "buffer 0 of 151 bytes passes as a ptlrpc_body (< instead of <=)",
        "BODY-SIZE-1", F, cc(min_body=151)),
@@ -328,7 +343,7 @@ MUTANTS: list[Mutant] = [
     _m("swabs_pb_padding64", "byte-swaps pb_padding64_0", "BODY-SWAB-1", F,
        cc(unswabbed=_unswabbed(remove=["pb_padding64_0"]))),
     _m("swabs_pb_jobid", "byte-swaps pb_jobid as four __u64 words", "BODY-SWAB-1", F,
-       cc(unswabbed=_unswabbed(remove=["pb_jobid"]))),
+       cc(decode_checks=_checks(wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.jobid_swabbed)}))),
     _m("no_swab_pb_transno", "does not byte-swap pb_transno", "BODY-SWAB-1", F,
        cc(unswabbed=_unswabbed(add=["pb_transno"]))),
     _m("no_swab_pb_conn_cnt", "does not byte-swap pb_conn_cnt", "BODY-SWAB-1", F,
@@ -343,18 +358,21 @@ MUTANTS: list[Mutant] = [
        cc(cksum=_crc_of_v2_body)),
     # full-width values, in decoders that declare no encoder (issue 24)
     _m("transno_32_bits", "keeps pb_transno in a 32-bit variable: its high word is lost (decode only)",
-       "BODY-FIELDS-1", F, _decode_only_mutant(field_bits=(("pb_transno", 32),))),
+       "BODY-FIELDS-1", F, _decode_only_mutant(decode_checks=_checks(
+           wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.narrow("pb_transno", 32))}))),
     _m("status_16_bits", "keeps pb_status in a signed 16-bit variable (decode only)", "BODY-STATUS-1", F,
-       _decode_only_mutant(field_bits=(("pb_status", 16),))),
+       _decode_only_mutant(decode_checks=_checks(
+           wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.narrow("pb_status", 16))}))),
     _m("version_low_byte_checked", "checks only the low byte of pb_version: 0x0103 passes (decode only)",
        "BODY-VERSION-1", F, _decode_only_mutant(version_mask=0xFF)),
     _m("jobid_blanks_stripped", "strips blanks from the end of pb_jobid (decode only)", "BODY-JOBID-1", F,
-       _decode_only_mutant(jobid_rstrip=True)),
+       _decode_only_mutant(decode_checks=_checks(
+           wrap={_codec.unpack_body: mc.then(_codec.unpack_body, mc.jobid_rstripped)}))),
     _m("cksum_with_pad", "checksums buffer 0 with its pad bytes (decode only)", "CKSUM-1", F,
-       _decode_only_mutant(cksum_padded=True)),
+       _decode_only_mutant(mc.CksumWithPad)),
     # the testee protocol
     _m("unknown_op_einval", "an unknown operation is answered EINVAL instead of EOPNOTSUPP", "PROTO-OPS-1", P,
-       lambda: make_testee(unknown_op_error="EINVAL")),
+       mc.UnknownOpEinval),
     # structures
     _m("struct_field_shifted", "obdo.o_size read 8 bytes too far (where o_mtime is)", "STRUCT-LAYOUT-1", S,
        _struct_mutant(_layout_field_moved("obdo", "o_size", 8))),
@@ -363,11 +381,11 @@ MUTANTS: list[Mutant] = [
     _m("struct_no_swab_o_size", "does not byte-swap obdo.o_size", "STRUCT-SWAB-1", S,
        _struct_mutant(_swab_rule("obdo", lambda r: r["opaque"].append("o_size")))),
     _m("struct_union_always_oi", "ost_id always swabbed as {oi_id, oi_seq}", "STRUCT-UNION-1", S,
-       _struct_mutant(lambda base: {"union_choice": "oi"})),
+       _struct_mutant(lambda base: {}, mc.UnionAlwaysOi)),
     _m("struct_ocd_always_swabbed", "obd_connect_data's optional fields swabbed whatever the connect flags",
        "STRUCT-OCD-1", S, _struct_mutant(_swab_rule("obd_connect_data", lambda r: r.pop("when")))),
     _m("struct_short_zero_filled", "a structure shorter than its size is decoded as if zero-filled",
-       "STRUCT-TRUNC-1", S, _struct_mutant(lambda base: {"check_size": False})),
+       "STRUCT-TRUNC-1", S, _struct_mutant(lambda base: {}, mc.ShortZeroFilled)),
     _m("struct_no_aliases", "seed-document structure names are not known", "STRUCT-ALIAS-1", S,
        _struct_mutant(_no_aliases)),
     _m("struct_reply_format_of_request", "a reply's buffers are decoded with the request's format",
@@ -377,103 +395,103 @@ MUTANTS: list[Mutant] = [
     _m("valid_mdt_lazy_size_forgotten", "mdt_body.mbo_size not meaningful under OBD_MD_FLLAZYSIZE",
        "VALID-MDT-1", S, _struct_mutant(_valid_bits("mdt_body", lambda t: t["mbo_size"].pop()))),
     _m("valid_omitted_is_zero", "the encoder writes an omitted o_valid as 0", "VALID-ENC-1", S,
-       _struct_mutant(lambda base: {"auto_valid": False})),
+       _struct_mutant(lambda base: {}, mc.OmittedValid)),
     _m("valid_omitted_is_every_bit", "the encoder writes an omitted o_valid as every known bit", "VALID-ENC-1", S,
-       _struct_mutant(lambda base: {"auto_valid_all": True})),
+       _struct_mutant(lambda base: {}, mc.OmittedValidEveryBit)),
     _m("valid_unknown_bits_dropped", "o_valid/mbo_valid bits no flag defines are dropped", "VALID-UNKNOWN-1", S,
-       _struct_mutant(lambda base: {"drop_unknown_valid_bits": True})),
+       _struct_mutant(lambda base: {}, mc.ValidBitsDropped)),
     # the target: drops, ERR vs REPLY, statuses
     _m("target_replies_to_undecodable", "an undecodable request gets ERR instead of being dropped",
-       "TGT-DROP-1", T, _target_mutant(reply_to_undecodable=True)),
+       "TGT-DROP-1", T, _target_mutant(mt.RepliesToUndecodable)),
     _m("target_early_rejection_as_reply", "early rejections (-ENOTCONN, -EPROTO, ...) sent as REPLY",
-       "TGT-ERR-1", T, _target_mutant(early_rejections_as_reply=True)),
+       "TGT-ERR-1", T, _target_mutant(mt.EarlyRejectionsAsReply)),
     _m("target_handler_error_as_err", "a handler's failure (-ENOENT, -EPERM) sent as ERR",
-       "TGT-ERR-2", T, _target_mutant(handler_errors_as_err=True)),
+       "TGT-ERR-2", T, _target_mutant(mt.HandlerErrorsAsErr)),
     _m("target_punch_without_size_blocks", "OST_PUNCH without both FLSIZE and FLBLOCKS is served",
-       "TGT-ERR-2", T, _target_mutant(punch_requires_size_blocks=False)),
+       "TGT-ERR-2", T, _target_mutant(mt.PunchWithoutSizeBlocks)),
     _m("target_err_status_positive", "ERR replies carry a positive status", "TGT-ERR-3", T,
-       _target_mutant(err_status_positive=True)),
+       _target_mutant(mt.ErrStatusPositive)),
     _m("target_honours_ungranted_rdonly", "a client that asked for OBD_CONNECT_RDONLY gets -EROFS on mutable "
        "requests though the connect never granted it", "TGT-ERR-2", T,
-       _target_mutant(honour_ungranted_rdonly=True)),
+       _target_mutant(mt.HonoursUngrantedRdonly)),
     _m("target_rdonly_unenforced", "grants OBD_CONNECT_RDONLY but serves mutable requests on that export",
-       "TGT-ERR-2", T, _target_mutant(grant_rdonly=True, rdonly_unenforced=True)),
+       "TGT-ERR-2", T, _target_mutant(mt.RdonlyUnenforced, grant_rdonly=True)),
     _m("target_timeout_drop_first", "drops a pb_timeout 0 request before ptlrpc_check_req: a replay outside "
        "recovery is dropped instead of ERR -ENODEV and eviction", "RCV-OUTSIDE-1", T,
-       _target_mutant(timeout_drop_first=True)),
+       _target_mutant(mt.TimeoutDropFirst)),
     # transnos and commits
     _m("target_transno_reused", "the transno counter is not incremented: a transno issued twice",
-       "TGT-TRANSNO-1", T, _target_mutant(transno_reuse=True)),
+       "TGT-TRANSNO-1", T, _target_mutant(mt.TransnoReused)),
     _m("target_transno_on_getattr", "a successful OST_GETATTR gets a transno", "TGT-TRANSNO-2", T,
-       _target_mutant(extra_transno_opcodes=frozenset({"OST_GETATTR"}))),
+       _target_mutant(mt.TransnoOnGetattr)),
     _m("target_transno_on_failure", "a failed transaction (-ENOENT, -EPERM) still gets a transno",
-       "TGT-TRANSNO-2", T, _target_mutant(transno_on_failure=True)),
+       "TGT-TRANSNO-2", T, _target_mutant(mt.TransnoOnFailure)),
     _m("target_last_committed_backwards", "every other reply reports an older last_committed",
-       "TGT-TRANSNO-3", T, _target_mutant(last_committed_backwards=True)),
+       "TGT-TRANSNO-3", T, _target_mutant(mt.LastCommittedBackwards)),
     _m("target_last_committed_ahead", "last_committed is above the highest transno issued",
-       "TGT-TRANSNO-3", T, _target_mutant(last_committed_ahead=True)),
+       "TGT-TRANSNO-3", T, _target_mutant(mt.LastCommittedAhead)),
     # resends
     _m("target_resend_runs_again_reconstruct", "a resent request is run again (no reply reconstruction), "
        "under the profile that requires reconstruction", "TGT-RESEND-2", T,
-       _target_mutant(save_replies=False),
+       _target_mutant(mt.NoSavedReplies),
        profile="lustre-2.17.57-reconstruct"),
     _m("target_resend_new_transno", "a resend is answered with its saved reply under a new transno "
        "(half reconstructed, half run again)", "TGT-RESEND-1", T,
-       _target_mutant(resend_new_transno=True)),
+       _target_mutant(mt.ResendNewTransno)),
     _m("target_err_opc_zero", "ERR replies carry pb_opc 0 instead of the request's opcode", "TGT-REPLY-1", T,
-       _target_mutant(err_opc_zero=True)),
+       _target_mutant(mt.ErrOpcZero)),
     # connections
     _m("target_handle_in_replies", "non-connect replies carry the export cookie in pb_handle", "TGT-CONN-1", T,
-       _target_mutant(handle_in_replies=True)),
+       _target_mutant(mt.HandleInReplies)),
     _m("target_no_reconnect_flag", "a reconnect reply lacks MSG_CONNECT_RECONNECT", "TGT-CONN-1", T,
-       _target_mutant(reconnect_flag=False)),
+       _target_mutant(mt.NoReconnectFlag)),
     _m("target_no_ealready", "a reconnect with the stored pb_conn_cnt or another client handle is accepted",
-       "TGT-CONN-2", T, _target_mutant(check_ealready=False)),
+       "TGT-CONN-2", T, _target_mutant(mt.NoEalready)),
     _m("target_unknown_handle_served", "a request naming no export is served instead of -ENOTCONN",
-       "TGT-CONN-2", T, _target_mutant(check_handle=False)),
+       "TGT-CONN-2", T, _target_mutant(mt.UnknownHandleServed)),
     _m("target_stale_conn_cnt_served", "a request with a pb_conn_cnt below the export's is served",
-       "TGT-CONN-2", T, _target_mutant(check_conn_cnt=False)),
+       "TGT-CONN-2", T, _target_mutant(mt.StaleConnCntServed)),
     # objects
     _m("target_setattr_ignores_valid", "OST_SETATTR applies every attribute whatever o_valid says",
-       "TGT-OBJ-1", T, _target_mutant(setattr_ignores_valid=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.SetattrIgnoresValid)),
     _m("target_create_eexist", "OST_CREATE creates only the id it names (no precreate up to it) and answers "
-       "-EEXIST when that id exists", "TGT-OBJ-1", T, _target_mutant(create_eexist=True)),
+       "-EEXIST when that id exists", "TGT-OBJ-1", T, _target_mutant(mt.CreateEexist)),
     _m("target_create_applies_attrs", "a new object takes the times, mode and owner the create request carries",
-       "TGT-OBJ-1", T, _target_mutant(create_applies_attrs=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.CreateAppliesAttrs)),
     _m("target_zeroed_objects", "new objects get permission bits 0 instead of S_ISUID|S_ISGID|S_ISVTX|0666",
-       "TGT-OBJ-1", T, _target_mutant(zeroed_objects=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.ZeroedObjects)),
     _m("target_uid_keeps_suid", "setting an object's uid does not clear its S_ISUID bit",
-       "TGT-OBJ-1", T, _target_mutant(uid_keeps_suid=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.UidKeepsSuid)),
     _m("target_punch_sets_ids", "OST_PUNCH applies uid/gid/projid unconditionally, as OST_SETATTR does",
-       "TGT-OBJ-1", T, _target_mutant(punch_sets_ids=True)),
+       "TGT-OBJ-1", T, _target_mutant(mt.PunchSetsIds)),
     # recovery
     _m("target_replay_outside_recovery", "a replay outside recovery is executed (no -ENODEV, no eviction)",
-       "RCV-OUTSIDE-1", T, _target_mutant(replay_outside_recovery=True)),
+       "RCV-OUTSIDE-1", T, _target_mutant(mt.ReplayOutsideRecovery)),
     _m("target_replay_new_transno", "a replay is answered with a new transno instead of its own",
-       "RCV-REPLAY-1", R, _target_mutant(replay_new_transno=True)),
+       "RCV-REPLAY-1", R, _target_mutant(mt.ReplayNewTransno)),
     _m("target_replays_in_arrival_order", "replays run as they arrive, not in transno order",
-       "RCV-ORDER-1", R, _target_mutant(replay_in_transno_order=False)),
+       "RCV-ORDER-1", R, _target_mutant(mt.ReplaysInArrivalOrder)),
     _m("target_no_epoch_jump", "transnos after recovery stay in the old epoch", "RCV-EPOCH-1", R,
-       _target_mutant(epoch_jump=False)),
+       _target_mutant(mt.NoEpochJump)),
     _m("target_restart_keeps_uncommitted", "uncommitted changes survive a restart", "RCV-STATE-1", R,
-       _target_mutant(restart_keeps_uncommitted=True)),
+       _target_mutant(mt.RestartKeepsUncommitted)),
     _m("target_restart_loses_committed", "a restart loses committed changes too", "RCV-STATE-1", R,
-       _target_mutant(restart_loses_committed=True)),
+       _target_mutant(mt.RestartLosesCommitted)),
     _m("target_no_recovering_flag", "reconnects during recovery do not say MSG_CONNECT_RECOVERING", "RCV-CONN-1", R,
-       _target_mutant(recovering_flag=False)),
+       _target_mutant(mt.NoRecoveringFlag)),
     _m("target_new_client_during_recovery", "a new client is let in during recovery instead of -EBUSY",
-       "RCV-CONN-1", R, _target_mutant(busy_new_clients=False)),
+       "RCV-CONN-1", R, _target_mutant(mt.NewClientDuringRecovery)),
     _m("target_no_recovery_filter", "GETATTR and STATFS are served during recovery instead of -EAGAIN",
-       "RCV-FILTER-1", R, _target_mutant(recovery_filter=False)),
+       "RCV-FILTER-1", R, _target_mutant(mt.NoRecoveryFilter)),
     _m("target_no_vbr_check", "replays run whatever their pre-versions say (no -EOVERFLOW)", "RCV-VBR-1", R,
-       _target_mutant(vbr_check=False)),
+       _target_mutant(mt.NoVbrCheck)),
     _m("target_runs_queued_duplicate_replay", "a replay of a transno that a still-queued replay holds is queued "
-       "and run too instead of being dropped", "RCV-CLAIMED-1", R, _target_mutant(drop_claimed=False)),
+       "and run too instead of being dropped", "RCV-CLAIMED-1", R, _target_mutant(mt.RunsQueuedDuplicateReplay)),
     _m("target_claimed_always_dropped", "a replay of a transno another client already replayed is dropped "
-       "instead of run", "RCV-CLAIMED-1", R, _target_mutant(claimed_always_dropped=True)),
+       "instead of run", "RCV-CLAIMED-1", R, _target_mutant(mt.ClaimedAlwaysDropped)),
     _m("target_version_on_every_change", "every change sets the object's VBR version, not only size changes "
        "(replays with the right pre-version get -EOVERFLOW)", "RCV-VBR-1", R,
-       _target_mutant(version_on_every_change=True)),
+       _target_mutant(mt.VersionOnEveryChange)),
 ]
 
 BY_ID: dict[str, Mutant] = {m.id: m for m in MUTANTS}
