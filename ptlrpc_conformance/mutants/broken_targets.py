@@ -19,7 +19,7 @@ from ..reference.target.constants import (AT_SUPPORT, CONNECT_RECONNECT, CONNECT
                                          FLCTIME, FLGID, FLGROUP, FLID, FLMODE, FLMTIME, FLPROJID, FLSIZE,
                                          FLUID, GETATTR_BITS, IDS, REPLY, S_IALLUGO, S_IFREG, S_ISGID,
                                          S_ISVTX, TIMES)
-from ..reference.target.ostid import _id, _seq
+from ..reference.target.ostid import pair_id, pair_seq
 
 
 # ---- drops, ERR or REPLY, statuses ------------------------------------------------------------
@@ -286,7 +286,7 @@ class CreateEexist(Target):
 
     def _h_ost_create(self, exp, req, body):
         cfg = self.config
-        seq, oid = _seq(*body["_fid"]), _id(*body["_fid"])
+        seq, oid = pair_seq(*body["_fid"]), pair_id(*body["_fid"])
         if (seq, oid) in self.objects:
             return self._ok(req, self._errno("EEXIST"), (self._body(body["_fid"], FLSIZE, o_size=cfg.seq_width),))
         effects = [((seq, oid), self._fresh_object(body)),

@@ -13,7 +13,7 @@ from .constants import (AT_SUPPORT, C, ERR, FLGROUP, FLID, MSG_REPLAY,
                         MSG_REQ_REPLAY_DONE, MSG_RESENT, MSG_VERSION, OST_BODY_SIZE, REPLY, VERSION_MASK)
 from .exports import Connections
 from .objects import Objects
-from .ostid import _id, _seq, ostid_to_fid, raw_oi, valid_sequence
+from .ostid import pair_id, pair_seq, ostid_to_fid, raw_oi, valid_sequence
 from .recovery import Recovery
 from .state import Export, Held, Reply, Request, Txn
 from .transactions import Transactions
@@ -214,7 +214,7 @@ class Target(Connections, Recovery, Transactions, Objects):
         valid = body["o_valid"] | FLGROUP
         body["o_valid"] = valid
         lo, hi = raw_oi(body["o_oi"])
-        seq, oid = _seq(lo, hi), _id(lo, hi)
+        seq, oid = pair_seq(lo, hi), pair_id(lo, hi)
         if (valid & FLID and oid == 0) or not valid_sequence(seq):
             return self._reject(req, "EPROTO", exp)                         # row 14
         fid = ostid_to_fid(lo, hi)

@@ -7,7 +7,7 @@ from .constants import (ERR, FID_SEQ_NORMAL, FID_SEQ_OST_MDT0, FLBLOCKS, FLDATAV
                         FLID, FLMODE, FLOBJCOUNT, FLSIZE, GETATTR_BITS, IDIF_MAX_OID, IDS, MSG_REPLAY,
                         OBD_FL_FLUSH, OBIF_MAX_OID, OBJECT_EOF, OFD_UNSET_ATTRS_MODE, OST_MAX_PRECREATE,
                         REPLY, SYNC_BITS, S_IALLUGO, S_IFMT, S_ISGID, S_ISUID, S_ISVTX, TIMES)
-from .ostid import _id, _is_idif, _seq, fid_key, fid_to_ostid, ostid_set_id
+from .ostid import pair_id, is_idif, pair_seq, fid_key, fid_to_ostid, ostid_set_id
 from .state import Reply, Request
 
 
@@ -111,7 +111,7 @@ class Objects:
         no time limit, so creation never stops early."""
         cfg = self.config
         lo, hi = body["_fid"]
-        seq, oid = _seq(lo, hi), _id(lo, hi)
+        seq, oid = pair_seq(lo, hi), pair_id(lo, hi)
         last = self.last_ids.get(seq, 0)
         reply_oi, status, transno, pre = (lo, hi), 0, 0, (0, 0, 0, 0)
         if not (seq == FID_SEQ_OST_MDT0 or seq >= FID_SEQ_NORMAL) or oid == 0:
@@ -147,10 +147,10 @@ class Objects:
         transaction of its own; the reply's o_valid is 0 and its o_oi the id after the last one
         (fid_to_ostid of the advanced FID: {id + count, seq 0} for sequence 0)."""
         fid = body["_fid"]
-        oid = _id(*fid)
+        oid = pair_id(*fid)
         count = body["o_misc"] if body["o_valid"] & FLOBJCOUNT else 1
         fseq = fid_key(*fid)[0]
-        limit = IDIF_MAX_OID if _is_idif(fid[0]) else OBIF_MAX_OID
+        limit = IDIF_MAX_OID if is_idif(fid[0]) else OBIF_MAX_OID
         status, transno, pre = 0, 0, (0, 0, 0, 0)
         if count > 0:
             end = min(oid + count - 1, limit)                    # the last id the loop reaches

@@ -95,6 +95,6 @@ class Reply:
     early: bool = False                  # an early rejection / serious error: last_committed 0
 
 
-def _is_last_id(key: tuple) -> bool:
+def is_last_id(key: tuple) -> bool:
     return key[0] == "LAST_ID"
 

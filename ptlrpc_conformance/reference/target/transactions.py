@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 from .constants import C, MSG_REPLAY
-from .state import Export, Reply, Request, Txn, _is_last_id
+from .state import Export, Reply, Request, Txn, is_last_id
 
 
 class Transactions:
@@ -40,7 +40,7 @@ class Transactions:
         transno = self._transno_for(exp, req)
         if vbr_object:
             for key, state in effects:
-                if state is not None and not _is_last_id(key):
+                if state is not None and not is_last_id(key):
                     state["version"] = transno
         exp.last_trans_xid = req.xid                                     # lcd_last_xid
         self._apply(effects, durable=False)
@@ -65,7 +65,7 @@ class Transactions:
 
     def _apply(self, effects: list, durable: bool) -> None:
         for key, state in effects:
-            if _is_last_id(key):
+            if is_last_id(key):
                 tables = (self.last_ids, self.durable_last_ids) if durable else (self.last_ids,)
                 for table in tables:
                     table[key[1]] = state
@@ -83,7 +83,7 @@ class Transactions:
         done, self.pending = self.pending[:count], self.pending[count:]
         for txn in done:
             for key, state in txn.effects:
-                if _is_last_id(key):
+                if is_last_id(key):
                     self.durable_last_ids[key[1]] = state
                 elif state is None:
                     self.durable.pop(key, None)
