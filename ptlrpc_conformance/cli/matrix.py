@@ -74,8 +74,7 @@ def certify_matrix(args, profiles: list[str], hello, smoke) -> int:
     status = _matrix_status(statuses, reports)
     doc = matrix.document(reports, base, status)
     report_module.write(doc, out / "report.json")
-    from ptlrpc_conformance.harness.outputs import html
-    html.write_matrix(doc, out / "report.html")
+    matrix.write_matrix(doc, out / "report.html")
     print("\n".join(matrix.verdict_lines(doc, out / "report.json")), flush=True)
     return status
 

@@ -274,7 +274,7 @@ def load_file(path: pathlib.Path | str, text: str | None = None, problems: list[
     if data is None and len(problems) == before:
         problems.append(f"{name}: nothing to check: the file is empty")
     if isinstance(data, dict) and data.get("format") in SCENARIO_FORMATS:
-        data = None              # a scenario file: harness/ost/scenario.py reads it
+        data = None              # a scenario file: harness/ost/scenario_file.py reads it
     if data is not None:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             problems.append(f"{name}: not a vector file (expected 'format: {FORMAT}')")
@@ -381,7 +381,7 @@ def _bundled() -> tuple[tuple[Vector, ...], tuple[str, ...]]:
     table: dict = {}
     for name, text in bundled_files():
         if is_scenario_text(text):
-            continue            # the bundled scenario file: harness/ost/scenario.py reads it (not parsed twice)
+            continue            # the bundled scenario file: harness/ost/scenario_file.py reads it (not parsed twice)
         vectors += load_file(name, text, problems, table)
     return tuple(apply_release_overrides(vectors, table, problems)), tuple(problems)
 

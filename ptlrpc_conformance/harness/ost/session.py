@@ -1,6 +1,6 @@
 """A session with a target: clients, the suite's model of the OST's objects, and every step
 recorded so that a failure can be shown as a readable transcript and saved as a scenario
-vector (harness/ost/scenario.py).  Each step is judged by the step judge scenario replay
+vector (harness/ost/scenario_file.py).  Each step is judged by the step judge scenario replay
 uses too (harness/ost/steps.py).
 
 The model (harness/ost/model.py) follows docs/target-rules.md §3: it learns LAST_ID from the

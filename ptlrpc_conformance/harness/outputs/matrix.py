@@ -14,17 +14,21 @@ How a run is planned:
 The matrix report (report.json, format ptlrpc-conformance-matrix/1) lists each release's
 level and, for each known difference between releases (spec/release_differences.yaml),
 which release's behaviour the implementation follows, from the verdicts of the cases that
-difference changes.
+difference changes; its page (report.html, write_matrix) shows the same in two tables.
 """
 from __future__ import annotations
 
 import fnmatch
 import hashlib
 import json
+import os
+import pathlib
 from importlib import resources
 
+import jinja2
 
 from ptlrpc_conformance.harness.data import registry
+from ptlrpc_conformance.harness.outputs import write_atomically
 
 FORMAT = "ptlrpc-conformance-matrix/1"
 CONFORMANT = ("conformant", "fully conformant", "partial")    # level statuses without a failing MUST
@@ -248,3 +252,44 @@ def verdict_lines(doc: dict, path=None) -> list[str]:
         out.append(f"report: {path} (each release's report in its own folder beside it)")
     out.append(f"exit status: {doc['exit_status']}")
     return out
+
+
+# ---- the page ---------------------------------------------------------------------------
+
+_MATRIX = jinja2.Environment(autoescape=True).from_string("""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>ptlrpc-conformance release matrix: {{ iut }}</title>
+<style>
+body { font-family: sans-serif; margin: 2em; max-width: 75em; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border: 1px solid #bbb; padding: .3em .6em; text-align: left; vertical-align: top; }
+th { background: #eee; }
+.conformant { background: #dfd; } .partial { background: #ffe9b3; } .notc { background: #fdd; }
+code { font-size: 95%; }
+</style></head><body>
+<h1>Release matrix: {{ iut }}</h1>
+<p>Conformant to: <strong>{{ doc.conformant_to | join(', ') or 'no release' }}</strong>.
+Every case ran under {{ doc.base }}; another release ran again only the cases it judges differently, and took
+{{ doc.base }}'s verdicts for the rest. Exit status {{ doc.exit_status }}.</p>
+<table><tr><th>Profile</th><th>Level</th><th>Cases run under it</th><th>Failing requirements</th><th>Report</th></tr>
+{% for r in doc.releases %}<tr class="{{ 'partial' if r.level.status == 'partial' else 'conformant'
+  if r.level.status in ('conformant', 'fully conformant') else 'notc' }}">
+<td>{{ r.profile }}</td><td>{{ r.words }}</td><td>{{ r.own_cases }}</td>
+<td>{{ r.failing_requirements | join(', ') or 'none' }}</td><td><a href="{{ r.profile }}/report.html">{{ r.profile }}/report.html</a></td></tr>
+{% endfor %}</table>
+<h2>Differences between releases</h2>
+<p>For each difference the suite knows, which release's behaviour this implementation follows, from the verdicts
+of the cases it changes under each side's profile.</p>
+<table><tr><th>Difference</th><th>Releases</th><th>Lustre change</th><th>Follows</th><th>What it changes in practice</th><th>Requirements</th></tr>
+{% for d in doc.differences %}<tr><td><code>{{ d.id }}</code><br>{{ d.what }}</td><td>{{ d['from'] }} &rarr; {{ d.to }}</td>
+<td>{{ d.lu or '' }}</td><td>{{ d.follows }}</td><td>{{ d.effect or '' }}</td><td>{{ d.requirements | join(', ') }}</td></tr>
+{% endfor %}</table>
+</body></html>
+""")
+
+
+def write_matrix(doc: dict, path: str | os.PathLike) -> pathlib.Path:
+    """The release matrix's report.html: a row per release, a row per known difference."""
+    iut = doc.get("iut") or {}
+    hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
+    name = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k)) or iut.get("spec") or "?"
+    return write_atomically(path, _MATRIX.render(doc=doc, iut=name))
