@@ -6,6 +6,7 @@ report.html and the verdict block).
 """
 from __future__ import annotations
 
+import gc
 import json
 import pathlib
 import re
@@ -40,6 +41,11 @@ class Observer:
         reporter = session.config.pluginmanager.getplugin("terminalreporter")
         if reporter is not None:    # "ptlrpc_conformance/suites/test_framing.py ....", not a venv's path
             reporter.startpath = pathlib.Path(ptlrpc_conformance.__file__).resolve().parent.parent
+        if session.config.pluginmanager.has_plugin("dsession"):
+            collector_back()        # xdist's controller collects nothing itself
+
+    def pytest_collection_finish(self, session):
+        collector_back()
 
     def pytest_terminal_summary(self, terminalreporter, config):
         from ptlrpc_conformance.harness.runstate import COLLECTOR
@@ -134,6 +140,14 @@ def run_session(args, out: pathlib.Path, hello, smoke, conclude: bool = True) ->
     if not conclude:
         return status
     return conclude_run(report_path if report_mtime(report_path) != before else None, status)
+
+
+def collector_back() -> None:
+    """The garbage collector on again after a start-up without it (cli/certify.py), the
+    objects made so far (modules, collected cases, facts) frozen out of its walks."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 def report_mtime(path: pathlib.Path) -> int | None:

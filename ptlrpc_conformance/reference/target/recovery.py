@@ -3,10 +3,9 @@ recovery filter (tgt_filter_recovery_request, target_queue_recovery_request) and
 recovery thread's progress (replays in transno order, then the lock replays, then the rest)."""
 from __future__ import annotations
 
-import copy
-
 from .constants import MSG_LOCK_REPLAY_DONE, MSG_REQ_REPLAY_DONE
 from .state import Export, Held, Request
+from .transactions import copied
 
 
 class Recovery:
@@ -44,7 +43,7 @@ class Recovery:
 
     def _reload(self) -> None:
         """What a restart finds on stable storage: the committed objects and LAST_IDs."""
-        self.objects = copy.deepcopy(self.durable)
+        self.objects = {key: copied(state) for key, state in self.durable.items()}
         self.last_ids = dict(self.durable_last_ids)
         # tgt_server_data_init / tgt_clients_data_init: lut_last_transno restarts from the
         # highest transno on stable storage (the commit point), not from the highest issued;

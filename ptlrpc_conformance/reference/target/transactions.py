@@ -2,8 +2,6 @@
 per-client records (lcd_last_xid, last_committed) and saved replies."""
 from __future__ import annotations
 
-import copy
-
 from .constants import C, MSG_REPLAY
 from .state import Export, Reply, Request, Txn, is_last_id
 
@@ -44,7 +42,7 @@ class Transactions:
                     state["version"] = transno
         exp.last_trans_xid = req.xid                                     # lcd_last_xid
         self._apply(effects, durable=False)
-        self.pending.append(Txn(transno, exp.uuid, req.xid, copy.deepcopy(effects)))
+        self.pending.append(Txn(transno, exp.uuid, req.xid, [(key, copied(state)) for key, state in effects]))
         self._commit(len(self.pending) - cfg.commit_lag)
         return transno, pre
 
@@ -74,7 +72,7 @@ class Transactions:
                 if state is None:
                     table.pop(key, None)
                 else:
-                    table[key] = copy.deepcopy(state)
+                    table[key] = copied(state)
 
     def _commit(self, count: int) -> None:
         """Commit the oldest `count` pending transactions."""
@@ -88,7 +86,7 @@ class Transactions:
                 elif state is None:
                     self.durable.pop(key, None)
                 else:
-                    self.durable[key] = copy.deepcopy(state)
+                    self.durable[key] = copied(state)
             self.last_committed = max(self.last_committed, txn.transno)
             exp = self.exports.get(txn.uuid)
             if exp is not None:
@@ -114,3 +112,8 @@ class Transactions:
         """The pb_last_committed of a reply on `exp`: the highest of its transnos committed."""
         return exp.last_committed
 
+
+def copied(state):
+    """A copy of an object's state (a flat dict of integers; a LAST_ID is an integer, a
+    removed object None) that later changes of the original do not reach."""
+    return dict(state) if isinstance(state, dict) else state
