@@ -6,7 +6,9 @@ set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-python3 -m build --wheel --outdir "$work/dist" "$src" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+# the sdist first and the wheel from it: a wheel built straight from the checkout would take
+# along whatever an earlier build left in its build/ folder (modules since moved or removed)
+python3 -m build --outdir "$work/dist" "$src" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 python3 -m venv "$work/venv"
 "$work/venv/bin/python" -m pip install -q "$work"/dist/*.whl
 cd "$work"
