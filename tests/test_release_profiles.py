@@ -162,3 +162,42 @@ def test_a_release_reruns_only_what_it_judges_differently_within_the_selection()
     assert matrix.to_rerun(mine, base, ran={"a", "b"}, selected=True) == ["b"]
     assert matrix.to_rerun(mine, base, ran={"a", "b", "c"}, selected=False) == ["b", "c", "d"]
     assert matrix.to_rerun(base, base, ran=set(base), selected=False) == []
+
+
+def test_valid_bits_follow_the_release():
+    """A release's valid-bit table keeps only the OBD_MD_* bits its lustre_idl.h defines:
+    2.12.9 has no OBD_MD_FLBTIME, so mbo_btime is never valid there; 2.15.8 has every bit
+    of the default table."""
+    from ptlrpc_conformance.spec import layouts
+    default = layouts.valid_bits()
+    assert default["mdt_body"]["fields"]["mbo_btime"] == [["OBD_MD_FLBTIME", 1 << 60]]
+    assert "OBD_MD_FLBTIME" not in releases.load("2.12.9")["valid_bits_defined"]
+    assert releases.load("2.15.8")["valid_bits_defined"]["OBD_MD_FLBTIME"]["value"] == 1 << 60
+    old = layouts.valid_bits("2.12.9")
+    assert "mbo_btime" not in old["mdt_body"]["fields"]
+    assert {f: b for f, b in old["mdt_body"]["fields"].items()} == \
+        {f: b for f, b in default["mdt_body"]["fields"].items() if f != "mbo_btime"}
+    assert old["obdo"]["fields"] == default["obdo"]["fields"]
+    assert layouts.valid_bits("2.15.8") == default
+    assert release.never_valid("2.12.9") == {"mbo_btime"} and release.never_valid("2.15.8") == frozenset()
+
+
+def test_a_release_without_a_bit_expects_its_field_never_valid():
+    """release.view drops from an expected valid list a field the release never reports
+    valid; the reference as 2.12.9 reports the same."""
+    from ptlrpc_conformance.reference import make_testee, release_testee
+    expect = {"byte_order": "little", "structs": {"1": {"type": "mdt_body", "valid": ["mbo_size", "mbo_btime"]}}}
+    assert release.view(expect, "2.12.9", False)["structs"]["1"]["valid"] == ["mbo_size"]
+    assert release.view(expect, "2.15.8", False) == expect
+    assert expect["structs"]["1"]["valid"] == ["mbo_size", "mbo_btime"]        # not changed in place
+    from ptlrpc_conformance.spec import structs as S
+    data = bytearray(S.size("mdt_body"))
+    f = S.top_field("mdt_body", "mbo_valid")
+    data[f["offset"]:f["offset"] + 8] = ((1 << 60) | 0x10).to_bytes(8, "little")
+    request = {"op": "decode_struct", "type": "mdt_body", "data": bytes(data).hex(), "byte_order": "little"}
+    views = {}
+    for name, testee in (("default", make_testee()), ("2.12.9", release_testee("2.12.9"))):
+        out = testee.handle(request)
+        assert out["ok"], out
+        views[name] = sorted(out["result"]["valid"])
+    assert views == {"default": ["mbo_btime", "mbo_size"], "2.12.9": ["mbo_size"]}

@@ -24,6 +24,8 @@ Sections (docs/releases-facts.md describes the format):
   errnos           the wire errno numbers of lustre/include/lustre_errno.h (LUSTRE_E*)
   connect          OBD_CONNECT_* / OBD_CONNECT2_* and the OST's supported masks, as lustre_idl.h
                    computes them (HAVE_LRU_RESIZE_SUPPORT taken as defined: configure's default)
+  valid_bits_defined  every OBD_MD_* bit lustre_idl.h defines with a number of its own (the
+                   o_valid / mbo_valid bits; masks built of other bits are left out)
   message_fields   every RMF_* of lustre/ptlrpc/layout.c: wire name, flags, structure
   message_formats  every RQF_* of layout.c: the request and reply field lists
   behaviour        booleans detected in the code by the patterns in BEHAVIOURS below
@@ -1018,6 +1020,17 @@ def connect_section(tree: Tree, hdr: Headers) -> dict:
     return out
 
 
+def valid_bits_section(tree: Tree, hdr: Headers) -> dict:
+    """Every OBD_MD_* bit the release's lustre_idl.h defines as a number: name -> value, cite."""
+    idl = hdr.uapi + "lustre_idl.h"
+    clean = strip_comments(tree.read(idl))
+    bits = {}
+    for mm in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+(OBD_MD_\w+)[ \t]+\(?[ \t]*(0[xX][0-9a-fA-F]+)ULL[ \t]*\)?",
+                          clean, re.M):
+        bits.setdefault(mm.group(1), {"value": int(mm.group(2), 16), "cite": f"{idl}:{line_of(clean, mm.start())}"})
+    return bits
+
+
 # --------------------------------------------------------------------------- wire errnos
 
 ERRNO_H = "lustre/include/lustre_errno.h"
@@ -1297,6 +1310,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
         "constants": constants,
         "errnos": errno_section(tree),
         "connect": connect,
+        "valid_bits_defined": valid_bits_section(tree, hdr),
         "message_fields": msg_fields,
         "message_formats": formats,
         "behaviour": behaviour,

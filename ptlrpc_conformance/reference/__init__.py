@@ -15,8 +15,8 @@ def make_testee(config: CodecConfig | None = None, **kw) -> ReferenceTestee:
 
 def release_testee(release: str) -> ReferenceTestee:
     """The reference as the code of an older Lustre release behaves (`--iut
-    reference:RELEASE`): its decoding follows that release's swab lists and structure layouts
-    (in today's field names: spec/layouts.py view, swab_rules) and, where its
+    reference:RELEASE`): its decoding follows that release's swab lists, structure layouts and
+    valid-bit table (in today's field names: spec/layouts.py view, swab_rules, valid_bits) and, where its
     lustre_msg_get_jobid does not NUL-terminate, reads an unterminated jobid whole; its
     target answers as that release's OST (release_ost).  Facts from spec/releases/."""
     from ptlrpc_conformance.spec import layouts, releases
@@ -26,7 +26,8 @@ def release_testee(release: str) -> ReferenceTestee:
     terminated = facts["behaviour"]["jobid_nul_terminated"]["value"]
     config = CodecConfig(unswabbed=unswabbed,
                          **({} if terminated else {"jobid_chars": CodecConfig().jobid_chars + 1}))
-    structs = StructConfig(layouts=layouts.view(release), swab=layouts.swab_rules(release))
+    structs = StructConfig(layouts=layouts.view(release), swab=layouts.swab_rules(release),
+                           valid_bits=layouts.valid_bits(release))
     return ReferenceTestee(config, struct_config=structs, target_config=TargetConfig(release=release),
                            name=f"ptlrpc-conformance reference (as Lustre {release})")
 

@@ -25,7 +25,7 @@ from importlib import resources
 
 __all__ = ["DEFAULT_RELEASE", "UnknownRelease", "load", "release_key", "known_releases", "canonical", "struct",
            "field", "elem_size", "field_names", "sha256", "seed_structs", "seed_closure", "seed_formulas", "size_formula",
-           "resolve_field_alias", "view", "swab_rules", "absent", "reads_otherwise"]
+           "resolve_field_alias", "view", "swab_rules", "valid_bits", "absent", "reads_otherwise"]
 
 DEFAULT_RELEASE = "2.17.57"
 _PACKAGE = "ptlrpc_conformance.spec"
@@ -211,6 +211,37 @@ def _swab_rules(release: str) -> dict:
             rule["cite"] = f"Lustre {release}: " + (mine.get("struct_unswabbed", {}).get(struct, {}).get("cite")
                                                     or mine.get("unswabbed_cite", {}).get(struct, "") or rule["cite"])
     return rules
+
+
+def valid_bits(release: str | None = None) -> dict:
+    """The valid-bit table of facts.json (`valid_bits`: for obdo and mdt_body, each field's
+    governing OBD_MD_* bits) as a release's code has it: a bit the release's lustre_idl.h does
+    not define (`valid_bits_defined` of releases/<release>.json) governs nothing there, and a
+    field left with no governing bit is never valid under that release (mbo_btime before
+    OBD_MD_FLBTIME, LU-11971).  A release file without the list keeps the default table."""
+    return _valid_bits(release_key(release))
+
+
+@functools.lru_cache(maxsize=None)
+def _valid_bits(release: str) -> dict:
+    from ptlrpc_conformance.spec import releases
+    from ptlrpc_conformance.spec.table import facts
+    table = copy.deepcopy(facts()["valid_bits"])
+    if release == DEFAULT_RELEASE:
+        return table
+    defined = releases.load(release).get("valid_bits_defined")
+    if not defined:
+        return table
+    for entry in table.values():
+        fields = {}
+        for name, bits in entry["fields"].items():
+            kept = [[bit, value] for bit, value in bits if bit in defined]
+            if kept:
+                fields[name] = kept
+        if len(fields) != len(entry["fields"]) or fields != entry["fields"]:
+            entry["cite"] = f"{entry['cite']}; Lustre {release}: lustre_idl.h OBD_MD_* (valid_bits_defined)"
+        entry["fields"] = fields
+    return table
 
 
 def absent(name: str, release: str | None = None) -> str | None:

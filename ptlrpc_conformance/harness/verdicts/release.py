@@ -49,6 +49,38 @@ def left_unswapped(release: str) -> dict[str, frozenset[str]]:
             for section, struct in _SECTIONS.items()}
 
 
+def valid_bits(release: str | None = None) -> dict:
+    """The valid-bit table (obdo, mdt_body) of `release` (default: the active one): a field
+    governed only by bits the release does not define is never valid under it
+    (spec/layouts.py valid_bits)."""
+    from ptlrpc_conformance.spec import layouts
+    return layouts.valid_bits(release or active())
+
+
+@functools.lru_cache(maxsize=None)
+def never_valid(release: str) -> frozenset[str]:
+    """The fields of the default valid-bit table that `release` never reports valid."""
+    from ptlrpc_conformance.spec import layouts
+    base, mine = layouts.valid_bits(), layouts.valid_bits(release)
+    return frozenset(f for s, entry in base.items() for f in entry["fields"]
+                     if f not in mine.get(s, {}).get("fields", {}))
+
+
+def _drop_never_valid(expect: dict, release: str) -> dict:
+    """`expect` without the fields `release` never reports valid in its structures' `valid` lists."""
+    gone = never_valid(release)
+    structs = expect.get("structs")
+    if not gone or not isinstance(structs, dict) or not any(
+            isinstance(s, dict) and gone & set(s.get("valid") or ()) for s in structs.values()):
+        return expect
+    out = {**expect, "structs": {}}
+    for key, s in structs.items():
+        if isinstance(s, dict) and gone & set(s.get("valid") or ()):
+            s = {**s, "valid": [f for f in s["valid"] if f not in gone]}
+        out["structs"][key] = s
+    return out
+
+
 def _reverse(value: int, size: int) -> int:
     return int.from_bytes((value % (1 << (8 * size))).to_bytes(size, "little"), "big")
 
@@ -118,6 +150,7 @@ def view(expect: dict | None, release: str | None = None, literal: bool | None =
     literal = _literal if literal is None else literal
     if not expect or release == registry.profile(None).release:
         return expect
+    expect = _drop_never_valid(expect, release)
     body = expect.get("body") or {}
     if (literal and isinstance(body.get("pb_jobid"), str) and len(body["pb_jobid"]) == 31
             and not behaviour(release, "jobid_nul_terminated")):
@@ -150,8 +183,10 @@ def judged_facts(area: str, profile_name: str) -> dict:
     if area in ("target", "recovery"):
         return {"reconstruct": prof.has("reconstruct"),
                 **{name: behaviour(prof.release, name) for name in TARGET_FACTS}}
-    if area == "structs":           # the valid-bit properties: their structures' layouts
+    if area == "structs":           # the valid-bit properties: their structures' layouts and tables
         from ptlrpc_conformance.spec import layouts
-        return {name: [struct_differs(name, prof.release), layouts.reads_otherwise(name, prof.release)]
+        table = layouts.valid_bits(prof.release)
+        return {name: [struct_differs(name, prof.release), layouts.reads_otherwise(name, prof.release),
+                       table.get(name, {}).get("fields")]
                 for name in ("obdo", "mdt_body")}
     return {}                       # protocol: its judges read no release fact
