@@ -75,6 +75,14 @@ def test_a_plugin_run_ends_with_the_verdict_block(pytester):
     assert block[2] == "iut: ptlrpc-conformance reference 0.1.0 (--iut reference)"
 
 
+def test_a_plugin_run_without_iut_names_the_bundled_reference(pytester):
+    result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "-p", "no:cacheprovider",
+                                           "--conformance-area", "protocol")
+    lines = result.stdout.lines
+    block = lines[lines.index("== ptlrpc-conformance verdict =="):]
+    assert "iut: the bundled reference implementation (--iut reference)" in block
+
+
 def test_a_run_of_other_tests_prints_no_verdict(pytester):
     pytester.makepyfile(test_plain="def test_ok():\n    assert True\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")

@@ -120,6 +120,8 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
     hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
     if iut:
         named = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k))
+        if not named and (iut.get("spec") or "reference") == "reference":
+            named = "the bundled reference implementation"    # judged without its hello read first
         out.append(f"iut: {named + ' ' if named else ''}(--iut {iut.get('spec') or 'reference'})")
     out += scope_lines(level)
     summary = report.get("summary") or {}
