@@ -7,6 +7,7 @@ import importlib
 
 import pytest
 
+from adapters import started, scenario_by_id
 from ptlrpc_conformance.harness.verdicts import judge
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
@@ -16,7 +17,6 @@ from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, part_examples,
 from ptlrpc_conformance.harness.ost import scenario as scen, wire
 from ptlrpc_conformance.harness.ost.client import C, Client, reply
 from ptlrpc_conformance.harness.ost.steps import StepJudge
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.reference import make_testee
 from ptlrpc_conformance.reference.target import Target, TargetConfig
 from ptlrpc_conformance.suites import test_recovery as recovery
@@ -24,16 +24,6 @@ from ptlrpc_conformance.suites import test_recovery as recovery
 UNUSUAL = ("recovery.unusual.claimed-transno.setattr", "recovery.unusual.claimed-transno.create",
            "recovery.unusual.claimed-transno.third-client")
 REPLAY, REQ_DONE, LOCK_DONE = C("MSG_REPLAY"), C("MSG_REQ_REPLAY_DONE"), C("MSG_LOCK_REPLAY_DONE")
-
-
-def _adapter(testee):
-    a = InProcessAdapter(testee)
-    a.start()
-    return a
-
-
-def _scenario(sid):
-    return next(s for s in scen.load_all() if s.id == sid)
 
 
 # -- the bundled scenarios of a change sent during recovery -----------------------------------
@@ -45,9 +35,9 @@ def test_a_claimed_transno_scenario_passes_every_conforming_target(sid):
     dropped; recovery goes on past an expiry.  The reference, a target whose end_recovery is
     the hard limit and the independent OST all pass."""
     import independent_ost
-    s = _scenario(sid)
+    s = scenario_by_id(sid)
     for testee in (make_testee(), iuts.target_end_recovery_hard(), independent_ost.testee()):
-        problems, records = scen.run(s, _adapter(testee))
+        problems, records = scen.run(s, started(testee))
         assert problems == [], (sid, problems)
     assert any("unusual" in st.note for st in s.steps)
 
@@ -55,8 +45,8 @@ def test_a_claimed_transno_scenario_passes_every_conforming_target(sid):
 def test_the_claimed_replay_is_dropped_and_owed_no_reply():
     """In the first of them the reference drops the second claimant (RCV-CLAIMED-1) and lets
     recovery go on at the expiry: the claimed replay never gets a reply, and that is allowed."""
-    s = _scenario(UNUSUAL[0])
-    problems, records = scen.run(s, _adapter(make_testee()))
+    s = scenario_by_id(UNUSUAL[0])
+    problems, records = scen.run(s, started(make_testee()))
     assert problems == []
     claimed = [r for r in records if r.note.startswith("replay") and "unusual" not in r.note]
     assert len(claimed) == 1 and claimed[0].reply is None
@@ -65,8 +55,8 @@ def test_the_claimed_replay_is_dropped_and_owed_no_reply():
 def test_a_target_whose_end_recovery_is_the_hard_limit_evicts_the_unfinished():
     """With the hard limit, the held replay of the client that sent the change is answered
     ERR -ENOTCONN at end_recovery and its DONE pings too: outcome 'evicted', no problem."""
-    s = _scenario(UNUSUAL[1])
-    problems, records = scen.run(s, _adapter(iuts.target_end_recovery_hard()))
+    s = scenario_by_id(UNUSUAL[1])
+    problems, records = scen.run(s, started(iuts.target_end_recovery_hard()))
     assert problems == []
     notenotconn = [r for r in records if r.reply is not None and r.client
                    and wire.parse(r.reply, "reply").status == -107]
@@ -159,7 +149,7 @@ def test_the_recovery_case_sends_only_what_a_lustre_client_sends():
     of requests it sent before the restart (same XID and buffers), with a transno — and the
     pings with MSG_REQ_REPLAY_DONE / MSG_LOCK_REPLAY_DONE; the final ping carries both flags."""
     rec = _Recording()
-    a = _adapter(rec)
+    a = started(rec)
     for part in recovery.PARTS[:3]:
         run_machine(recovery.RecoveryMachine, a, _fail_unless_pass, case=part,
                     requirements=recovery.REQUIREMENTS, examples=part_examples(100, 5), steps=30,

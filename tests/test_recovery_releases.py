@@ -6,8 +6,8 @@ transnos in every release."""
 import pytest
 
 import independent_ost
+from adapters import started, scenario_by_id
 from ptlrpc_conformance.harness.ost import scenario as scen, wire
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.reference import make_testee, release_ost
 
 OLDER = ("2.12.9", "2.15.8")
@@ -16,16 +16,6 @@ JUDGES = [("recovery.replay.transno-order", "RCV-ORDER-1"), ("recovery.filter", 
           ("recovery.claimed-transno", "RCV-CLAIMED-1"), ("recovery.claimed-transno-queued", "RCV-CLAIMED-1"),
           ("recovery.vbr-mismatch", "RCV-VBR-1"), ("recovery.vbr-version", "RCV-VBR-1")]
 RECOVERY = sorted(s.id for s in scen.load_all() if s.id.startswith("recovery.") and "unusual" not in s.id)
-
-
-def _adapter(testee):
-    a = InProcessAdapter(testee)
-    a.start()
-    return a
-
-
-def _scenario(sid):
-    return next(s for s in scen.load_all() if s.id == sid)
 
 
 def _made_again(records) -> list:
@@ -40,7 +30,7 @@ def test_an_older_ost_has_its_recovery_judged(sid, requirement, release):
     the scenario judged its requirement (before, every step after the first create was
     skipped: the requirement had no evidence)."""
     judged: list[str] = []
-    problems, records = scen.run(_scenario(sid), _adapter(release_ost(release)), judged=judged, release=release)
+    problems, records = scen.run(scenario_by_id(sid), started(release_ost(release)), judged=judged, release=release)
     assert problems == [], problems
     assert requirement in judged
     made = _made_again(records)
@@ -52,7 +42,7 @@ def test_a_later_ost_replays_its_creates_and_makes_nothing_again(sid, requiremen
     """With REPLAY_CREATE granted (2.16 and later) the creates are replayed: no create is sent
     to make objects again, and the scenario judges its requirement as before."""
     judged: list[str] = []
-    problems, records = scen.run(_scenario(sid), _adapter(make_testee()), judged=judged)
+    problems, records = scen.run(scenario_by_id(sid), started(make_testee()), judged=judged)
     assert problems == [] and requirement in judged
     assert _made_again(records) == []
 
@@ -75,7 +65,7 @@ def test_an_ost_that_loses_its_creates_in_a_crash_passes(sid, monkeypatch):
 
     monkeypatch.setattr(independent_ost.Target, "restart", restart)
     for release in ("2.17.57", "2.15.8"):
-        problems, records = scen.run(_scenario(sid), _adapter(independent_ost.old_creates()), release=release)
+        problems, records = scen.run(scenario_by_id(sid), started(independent_ost.old_creates()), release=release)
         assert problems == [], (release, problems)
     if sid == "recovery.replay.one-client":
         assert any(after < before for before, after in restarts), restarts
@@ -85,7 +75,7 @@ def test_an_ost_that_loses_its_creates_in_a_crash_passes(sid, monkeypatch):
 def test_a_create_that_stops_early_is_followed_by_another():
     """A create may stop early (docs/target-rules.md §3): the scenario sends another until one
     names its highest object; the next is sent only after a create that stopped early."""
-    s = _scenario("recovery.client-never-returns")
+    s = scenario_by_id("recovery.client-never-returns")
     again = [n for n, st in enumerate(s.steps, 1) if "again (no REPLAY_CREATE" in st.note]
     assert len(again) == 3          # object 2: up to three creates
     for prev, n in zip(again, again[1:]):

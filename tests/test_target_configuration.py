@@ -6,11 +6,11 @@ up.  Each point comes with the scenario that failed (or passed wrongly) before."
 import pytest
 
 import independent_ost
+from adapters import started
 from ptlrpc_conformance import reference, spec
 from ptlrpc_conformance.mutants import broken_targets as mutant_targets
 from ptlrpc_conformance.harness.ost import scenario as scen
 from ptlrpc_conformance.harness.ost.client import reply
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.harness.transport.protocol import HelloError, parse_hello
 from ptlrpc_conformance.reference import ReferenceTestee, TargetConfig, make_testee
 
@@ -18,14 +18,8 @@ SCENARIOS = {s.id: s for s in scen.load_all()}
 PROJID_SCENARIOS = ("target.obj.special-bits", "target.obj.punch", "target.obj.projid")
 
 
-def _adapter(testee):
-    a = InProcessAdapter(testee)
-    a.start()
-    return a
-
-
 def _run(scenario_id, testee):
-    return scen.run(SCENARIOS[scenario_id], _adapter(testee))
+    return scen.run(SCENARIOS[scenario_id], started(testee))
 
 
 class _Lying(ReferenceTestee):
@@ -178,7 +172,7 @@ def test_a_target_with_recovery_disabled_passes_the_target_scenarios(testee):
     """No MSG_CONNECT_REPLAYABLE, no transno, row 12 never applied: before, every connect
     (REPLAYABLE required) and every change (a transno required) failed it."""
     for s in TARGET_AREA:
-        assert scen.run(s, _adapter(testee()))[0] == [], s.id
+        assert scen.run(s, started(testee()))[0] == [], s.id
     problems, records = _run("target.conn.connect-ping", testee())
     assert problems == [] and reply(0, handle="nonzero", op_flags_all=spec.constant("MSG_CONNECT_REPLAYABLE")
                                     ).check(records[0].reply)[0]     # the old expectation fails it

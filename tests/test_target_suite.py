@@ -8,10 +8,11 @@ import weakref
 import pytest
 
 import iuts
+from adapters import started
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.harness import lnet  # the documented compatibility path: also tests it
 from ptlrpc_conformance.harness.data.registry import case_aliases
 from ptlrpc_conformance.harness.ost import scenario as scen, wire
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.reference import make_testee
 from ptlrpc_conformance.reference.target import TargetConfig
 
@@ -19,14 +20,8 @@ SCENARIOS = scen.load_all()
 STATEFUL = case_aliases()["target.stateful.exchange"] + case_aliases()["recovery.stateful.restart"]
 
 
-def _adapter(testee):
-    a = InProcessAdapter(testee)
-    a.start()
-    return a
-
-
 def test_reference_passes_every_scenario():
-    a = _adapter(make_testee())
+    a = started(make_testee())
     for s in SCENARIOS:
         problems, _ = scen.run(s, a)
         assert not problems, (s.id, problems)
@@ -38,7 +33,7 @@ def test_reference_passes_every_scenario():
 def test_scenarios_hold_for_any_commit_schedule(lag, start):
     """The suite assumes no commit schedule and no first transno (docs/target-rules.md §5):
     targets that commit at once, late or never, starting anywhere, all pass."""
-    a = _adapter(make_testee(target_config=TargetConfig(commit_lag=lag, transno_start=start)))
+    a = started(make_testee(target_config=TargetConfig(commit_lag=lag, transno_start=start)))
     for s in SCENARIOS:
         problems, _ = scen.run(s, a)
         assert not problems, (lag, start, s.id, problems)
@@ -50,7 +45,7 @@ def test_every_broken_target_is_caught_by_a_scenario(family):
     resend one needs the reconstruct profile: Lustre's own OST runs resends again)."""
     factory, _, reqs = iuts.TARGET_FAMILIES[family]
     reconstruct = family == "target_resend_executed_twice"
-    a = _adapter(factory())
+    a = started(factory())
     failed = {}
     for s in SCENARIOS:
         problems, _ = scen.run(s, a, reconstruct=reconstruct)
@@ -85,7 +80,7 @@ def test_each_corrected_rule_has_a_scenario_the_old_rule_fails(family, scenario_
     old rule, on the requirement that rule breaks."""
     factory, _, reqs = iuts.TARGET_FAMILIES[family]
     s = next(s for s in SCENARIOS if s.id == scenario_id)
-    problems, _ = scen.run(s, _adapter(factory()))
+    problems, _ = scen.run(s, started(factory()))
     assert problems, f"{family} passes {scenario_id}"
     assert any(r in p for p in problems for r in reqs), problems
 
@@ -94,7 +89,7 @@ def test_each_corrected_rule_has_a_scenario_the_old_rule_fails(family, scenario_
 def test_a_target_making_an_allowed_choice_passes_every_scenario(name):
     """A target that differs from the reference only in a choice the rules allow passes (the
     mutant zoo lists it as an equivalent mutant: docs/mutants.md)."""
-    a = _adapter(iuts.CONFORMING_TARGETS[name][0]())
+    a = started(iuts.CONFORMING_TARGETS[name][0]())
     for s in SCENARIOS:
         try:
             assert scen.run(s, a)[0] == [], s.id
@@ -125,7 +120,7 @@ def test_a_target_that_forgets_clients_with_nothing_committed_passes_recovery(ru
 def test_resend_run_again_is_conforming_by_default():
     """Lustre's OST runs a resent request again (lut_no_reconstruct): the default profile
     accepts it, the reconstruct profile does not."""
-    a = _adapter(iuts.TARGET_FAMILIES["target_resend_executed_twice"][0]())
+    a = started(iuts.TARGET_FAMILIES["target_resend_executed_twice"][0]())
     s = next(s for s in SCENARIOS if s.id == "target.resend.modify")
     assert scen.run(s, a)[0] == []
     problems = scen.run(s, a, reconstruct=True)[0]
@@ -182,7 +177,7 @@ def test_target_cases_are_not_applicable_without_the_capability(run_cli):
 # ---- check-trace -------------------------------------------------------------------------
 
 def _trace(scenario_id: str, testee=None) -> list[dict]:
-    a = _adapter(testee or make_testee())
+    a = started(testee or make_testee())
     s = next(s for s in SCENARIOS if s.id == scenario_id)
     problems, records = scen.run(s, a)
     out = []
@@ -329,7 +324,7 @@ def test_the_seed_drives_the_stateful_cases():
 def test_step_judge_keeps_what_later_steps_need():
     from ptlrpc_conformance.harness.ost.client import Client, reply
     from ptlrpc_conformance.harness.ost.steps import StepJudge
-    a = _adapter(make_testee())
+    a = started(make_testee())
     a.call({"op": "reset"})
     c = Client("c1", handle=0x1000)
     j = StepJudge()
@@ -539,7 +534,7 @@ def test_scenario_format_2_outcomes_conditions_and_object_ids(tmp_path):
     f = _scenario_file(tmp_path, 2, _steps_with_outcomes())
     [s] = scen.load_all([str(f)])[-1:]
     assert s.steps[1].expect_any.names == ["served", "refused"]
-    a = _adapter(make_testee())
+    a = started(make_testee())
     problems, records = scen.run(s, a)
     assert problems == [], problems
     notes = [r.note for r in records]
@@ -547,7 +542,7 @@ def test_scenario_format_2_outcomes_conditions_and_object_ids(tmp_path):
     assert notes[6].startswith("skipped: expire_recovery: step 2 ended served")
     # the same file with another LAST_ID: the ids follow the target (independent_ost starts at 5)
     import independent_ost
-    assert scen.run(s, _adapter(independent_ost.testee()))[0] == []
+    assert scen.run(s, started(independent_ost.testee()))[0] == []
     # a saved scenario writes back what it read
     from ptlrpc_conformance.harness.ost.scenario import dump_file, load_text
     again = load_text("x", dump_file([s]), [])
@@ -559,7 +554,7 @@ def test_an_outcome_outside_the_allowed_ones_fails(tmp_path):
     steps[1]["expect_any"] = [{"outcome": "refused", "type": "ERR", "status": -107},
                               {"outcome": "other", "type": "REPLY", "status": -2}]
     [s] = scen.load_all([str(_scenario_file(tmp_path, 2, steps))])[-1:]
-    problems, _ = scen.run(s, _adapter(make_testee()))
+    problems, _ = scen.run(s, started(make_testee()))
     assert problems and all("closest allowed outcome 'other'; the others fail too: 'refused'" in p for p in problems), problems
 
 
@@ -642,7 +637,7 @@ def test_an_older_release_ost_passes_its_own_release_and_not_2_17_57(release):
     body) passes every scenario under its release's rules; under 2.17.57's exactly the
     scenarios that judge a difference fail."""
     from ptlrpc_conformance.reference import release_ost
-    a = _adapter(release_ost(release))
+    a = started(release_ost(release))
     failed = {}
     for s in SCENARIOS:
         assert scen.run(s, a, release=release)[0] == [], (release, s.id)
@@ -655,7 +650,7 @@ def test_an_older_release_ost_passes_its_own_release_and_not_2_17_57(release):
 def test_2_17_57s_ost_fails_an_older_releases_rules(release):
     """Vice versa: Lustre 2.17.57's answers are not those of an older release (-EOPNOTSUPP
     before 2.16, ids set by a punch before 2.17.0)."""
-    a = _adapter(make_testee())
+    a = started(make_testee())
     failed = {s.id for s in SCENARIOS if scen.run(s, a, release=release)[0]}
     assert failed == RELEASE_FAILS[release]
 
@@ -665,7 +660,7 @@ def test_row16_erofs_type_follows_the_release(release, kind):
     """Row 16's -EROFS is ERR before 2.16 (ptlrpc_send_error): a target that grants RDONLY passes
     target.obj.readonly under its own release only, and the invariants (TGT-ERR-3) agree."""
     s = next(s for s in SCENARIOS if s.id == "target.obj.readonly")
-    a = _adapter(make_testee(target_config=TargetConfig(release=release, grant_rdonly=True)))
+    a = started(make_testee(target_config=TargetConfig(release=release, grant_rdonly=True)))
     other = "2.17.57" if release == "2.15.8" else "2.15.8"
     assert scen.run(s, a, release=release)[0] == []
     problems = scen.run(s, a, release=other)[0]
@@ -705,7 +700,7 @@ def test_a_create_far_below_last_id_before_2_16_leaves_the_scenario_not_applicab
     create REPLY -EINVAL (ofd_create_hdl): under its release the scenarios that name objects are
     not applicable, none fails; under 2.17.57's rules that answer fails.  A 2.17.57 OST with the
     same LAST_ID passes every scenario."""
-    old = _adapter(make_testee(target_config=TargetConfig(release="2.15.8", last_id_start=30000)))
+    old = started(make_testee(target_config=TargetConfig(release="2.15.8", last_id_start=30000)))
     out_of_reach = 0
     for s in SCENARIOS:
         try:
@@ -716,6 +711,6 @@ def test_a_create_far_below_last_id_before_2_16_leaves_the_scenario_not_applicab
     probe = next(s for s in SCENARIOS if s.id == "target.obj.lifecycle")
     problems = scen.run(probe, old)[0]
     assert problems and "TGT-OBJ-1" in problems[0] and "-22" in problems[0]
-    new = _adapter(make_testee(target_config=TargetConfig(last_id_start=30000)))
+    new = started(make_testee(target_config=TargetConfig(last_id_start=30000)))
     for s in SCENARIOS:
         assert scen.run(s, new)[0] == [], s.id
