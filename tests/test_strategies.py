@@ -5,7 +5,9 @@ import pytest
 from hypothesis import HealthCheck, find, given, settings
 
 from ptlrpc_conformance.plugin import hooks
-from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
+from ptlrpc_conformance.fixtures.strategies import (a_few, arbitrary_messages, canonical_messages, choice, drawn_as_one,
+                                                    full_width_messages, joined, list_of, number, one_of, packed_ints,
+                                                    raw_bytes, subsets, up_to)
 
 OPTIONS = [f"o{i}" for i in range(12)]
 QUIET = settings(max_examples=300, database=None, suppress_health_check=list(HealthCheck))
@@ -60,6 +62,49 @@ def test_packed_ints_stay_in_range_and_reach_the_edges():
 
 def test_packed_ints_shrink_towards_zero():
     assert find(packed_ints(1000, 1000, 1000), lambda t: t[1] > 0) == (0, 1, 0)
+
+
+def test_blocks_read_what_they_say_and_zero_bytes_as_the_simplest_value():
+    """Each block of a one-draw strategy reads its own bytes: all zero bytes are its simplest
+    value (what a failing example shrinks to), and every value stays in range."""
+    block = joined(choice("abc"), number(1000, 10), up_to(5), list_of(choice([7, 8]), 3),
+                   one_of(choice(["x"]), number(9)), raw_bytes(2))
+    assert block.read(bytes(block.size)) == ("a", 10, b"", [], "x", b"\0\0")
+    seen = set()
+
+    @settings(QUIET, max_examples=500, derandomize=True)
+    @given(drawn_as_one(*block_parts()))
+    def run(values):
+        letter, n, short, items, either, pair = values
+        assert letter in "abc" and 10 <= n <= 1000 and len(short) <= 5 and len(items) <= 3
+        assert set(items) <= {7, 8} and (either == "x" or 0 <= either <= 9) and len(pair) == 2
+        seen.update({("letter", letter), ("n", n), ("len", len(short)), ("items", len(items)), ("either", either)})
+    run()
+    assert {("letter", c) for c in "abc"} <= seen and {("n", 10), ("n", 11), ("n", 1000), ("n", 999)} <= seen
+    assert {("len", 0), ("len", 5), ("items", 0), ("items", 3), ("either", "x")} <= seen
+    assert any(k == "n" and 300 < v < 999 for k, v in seen)         # not only edges and small values
+
+
+def block_parts():
+    return choice("abc"), number(1000, 10), up_to(5), list_of(choice([7, 8]), 3), one_of(choice(["x"]), number(9)), \
+        raw_bytes(2)
+
+
+def test_a_choice_of_more_than_256_options_reaches_the_last():
+    options = list(range(300))
+    assert choice(options).size == 2
+    assert find(choice(options).strategy(), lambda v: v >= 290) >= 290
+
+
+def test_message_strategies_shrink_to_their_simplest_message():
+    """A failing example shrinks towards zero bytes: the simplest request of each strategy."""
+    direction, message = find(canonical_messages(), lambda ex: True)
+    assert direction == "request" and message["buflens"] == [184] and message["body"]["pb_jobid"] == ""
+    direction, order, message = find(full_width_messages(), lambda ex: True)
+    assert (direction, order, message["buflens"]) == ("request", "little", [184])
+    assert message["body"]["pb_version"] == 3 and message["body"]["pb_status"] == 0
+    data, direction = find(arbitrary_messages(), lambda ex: True)
+    assert direction == "request" and len(data) == 32          # a header with no buffers, then nothing
 
 
 def _item(name: str, long: bool):

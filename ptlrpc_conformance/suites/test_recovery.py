@@ -39,12 +39,13 @@ transno order).
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import pytest
-from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
+from ptlrpc_conformance.fixtures.strategies import a_few_block, choice, drawn_as_one, number
 from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
 from ptlrpc_conformance.harness.data.registry import case_aliases
 from ptlrpc_conformance.harness.ost import model, wire
@@ -58,7 +59,7 @@ REQUIREMENTS = ["RCV-CONN-1", "RCV-REPLAY-1", "RCV-ORDER-1", "RCV-EPOCH-1", "RCV
                 "TGT-TRANSNO-3", "TGT-CONN-2"]
 CLIENTS = ("r1", "r2", "r3")
 KINDS = ("create", "setattr", "punch", "destroy")
-PICK = st.integers(0, 1 << 16)
+PICK = number(1 << 16)
 MAX_CANDIDATES = 4096
 
 
@@ -111,10 +112,10 @@ class RecoveryMachine(BudgetedMachine):
             self.s.connect(self.c(name))
 
     # -- changes and reads --------------------------------------------------------------------
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK, kind=st.sampled_from(KINDS), value=st.integers(1, 1 << 20),
-          more=st.integers(1, 2))
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK, choice(KINDS), number(1 << 20, 1), choice([1, 2])))
     @budgeted
-    def change(self, name, pick, kind, value, more):
+    def change(self, args):
+        name, pick, kind, value, more = args
         c = self.c(name)
         if not c.connected:
             self.s.connect(c)
@@ -142,9 +143,10 @@ class RecoveryMachine(BudgetedMachine):
                 self.replay[name].append(ch)
         self._prune(name)
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
-    def getattr(self, name, pick):
+    def getattr(self, args):
+        name, pick = args
         c = self.c(name)
         ids = self.s.modelled_ids()
         if not ids:
@@ -160,13 +162,14 @@ class RecoveryMachine(BudgetedMachine):
         self.replay[name] = [r for r in self.replay[name] if r.transno > known]
 
     # -- the restart ------------------------------------------------------------------------------
-    @rule(absent=st.sets(st.sampled_from(CLIENTS), max_size=2), order=st.permutations(CLIENTS),
-          prune=st.booleans())
+    @rule(args=drawn_as_one(a_few_block(CLIENTS, 2), choice(itertools.permutations(CLIENTS)), choice([False, True])))
     @budgeted
-    def restart_and_recover(self, absent, order, prune):
-        """`prune`: the clients drop what their reconnect reply says committed (as Lustre's
-        do); without, they also replay transactions the target had committed (deliberately:
-        it must run them again or answer them from saved replies)."""
+    def restart_and_recover(self, args):
+        """`absent`: up to two clients that do not come back; `order`: the order the others
+        reconnect in.  `prune`: the clients drop what their reconnect reply says committed (as
+        Lustre's do); without, they also replay transactions the target had committed
+        (deliberately: it must run them again or answer them from saved replies)."""
+        absent, order, prune = args
         s = self.s
         told = max(s.seen_committed.values(), default=0)
         if self.restarts >= 2 or not self.log or told <= self.settle_floor and self.restarts:

@@ -10,10 +10,9 @@ expectations come from the valid-bit table in spec/facts.json, as the session's 
 from collections.abc import Mapping
 
 import pytest
-from hypothesis import strategies as st
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.fixtures.strategies import a_few, subsets
+from ptlrpc_conformance.fixtures.strategies import a_few_block, drawn_as_one, joined, raw_bytes, subsets_block
 from ptlrpc_conformance.harness.verdicts import judge, release
 from ptlrpc_conformance.harness.data.vectors import Vector
 from ptlrpc_conformance.spec import layouts, structs as S
@@ -136,14 +135,14 @@ def _expected_view(name: str, mask: int) -> set[str]:
     return {f for f, bits in VALID[name]["fields"].items() if any(mask & b for _, b in bits)}
 
 
-def _mask_strategy(name: str):
+def _mask_block(name: str):
     """A valid mask: some of the bits the valid-bit table defines, sparse to full, and up to
     three bits it does not define.  The bits of the default release's table are drawn alike:
     under a release that lacks one (OBD_MD_FLBTIME before 2.14) it is a bit that governs nothing."""
     default = layouts.valid_bits()[name]["fields"]
     bits = sorted({b for table in (VALID[name]["fields"], default) for bs in table.values() for _, b in bs})
     unknown = [1 << i for i in range(64) if not (KNOWN_BITS[name] >> i) & 1]
-    return st.tuples(subsets(bits), a_few(unknown, 3)).map(lambda t: sum(t[0]) | sum(t[1]))
+    return joined(subsets_block(bits), a_few_block(unknown, 3)).map(lambda t: sum(t[0]) | sum(t[1]))
 
 
 def _set_field(name: str, data: bytearray, field: str, value: int) -> None:
@@ -168,8 +167,7 @@ def _valid_decode_case(name: str):
     def test(iut, need, conclude, conformance_seed, conformance_examples):
         need(iut, "decode_struct")
         _same_layout(conclude, name)
-        strategy = st.tuples(_mask_strategy(name), st.binary(min_size=size, max_size=size),
-                             st.binary(min_size=size, max_size=size))
+        strategy = drawn_as_one(_mask_block(name), raw_bytes(size), raw_bytes(size))
 
         def check(example):
             mask, data, noise = example
@@ -231,8 +229,7 @@ def _valid_encode_case(name: str, give_mask: bool):
         need(iut, "encode_struct")
         _same_layout(conclude, name)
         governed = list(VALID[name]["fields"])
-        strategy = st.tuples(subsets(governed), _mask_strategy(name),
-                             st.binary(min_size=size, max_size=size))
+        strategy = drawn_as_one(subsets_block(governed), _mask_block(name), raw_bytes(size))
         zero = S.unpack(name, bytes(size))          # what a field not given must be encoded as
 
         def check(example):

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
-from ptlrpc_conformance.fixtures.strategies import a_few, packed_ints, subsets
+from ptlrpc_conformance.fixtures.strategies import a_few_block, choice, drawn_as_one, number, subsets_block
 from ptlrpc_conformance.fixtures.stateful import BudgetedMachine, budgeted, part_examples, part_seed, run_machine
 from ptlrpc_conformance.harness.verdicts import judge
 from ptlrpc_conformance.harness.verdicts.charges import named_requirements
@@ -35,10 +35,10 @@ STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "T
                          "TGT-TRANSNO-3", "TGT-RESEND-1", "TGT-RESEND-2", "TGT-CONN-1", "TGT-CONN-2", "TGT-OBJ-1", "TGT-REPLY-1",
                          "RCV-OUTSIDE-1"]
 CLIENTS = ("c1", "c2", "c3")
-PICK = st.integers(0, 1 << 16)            # which modelled object (an index, resolved at run time)
-TIMES = st.integers(0, MAX_TIME)           # below 2^34 - 2^31 s
-# uid, gid, projid are drawn below 2^32 - 1 (MAX_ID, docs/target-rules.md §1); the many values
-# of setattr and punch are drawn as one block (packed_ints)
+PICK = number(1 << 16)                     # which modelled object (an index, resolved at run time)
+TIMES = number(MAX_TIME)                   # below 2^34 - 2^31 s
+# uid, gid, projid are drawn below 2^32 - 1 (MAX_ID, docs/target-rules.md §1).  A rule with several
+# arguments draws them as one block (`args`, fixtures/strategies.py): one draw a step, not one each
 SETATTR_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLMODE", "FLUID", "FLGID", "FLPROJID", "FLTYPE", "FLBLOCKS")
 PUNCH_BITS = ("FLATIME", "FLMTIME", "FLCTIME", "FLUID", "FLGID", "FLPROJID", "FLMODE")
 BROKEN = ("truncated", "type-reply", "at-timeout-0", "unknown-opcode", "wrong-version", "short-body",
@@ -110,23 +110,24 @@ class TargetMachine(BudgetedMachine):
         self.s.disconnect(c)
 
     # -- well-formed requests ---------------------------------------------------------------
-    @rule(name=st.sampled_from(CLIENTS), k=st.sampled_from([1, 1, 2, 3, 0, -1, -2]))
+    @rule(args=drawn_as_one(choice(CLIENTS), choice([1, 1, 2, 3, 0, -1, -2])))
     @budgeted
-    def create(self, name, k):
+    def create(self, args):
         """A create of LAST_ID + k: a precreate above LAST_ID, nothing at or below it."""
+        name, k = args
         if not self._connected(name):
             return
         last = self.s.state.last_id
         n = 1 if last is None else max(1, last + k)
         self.s.body_op(self.c(name), "OST_CREATE", n)
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK, bits=subsets(SETATTR_BITS),
-          values=packed_ints(MAX_TIME, MAX_TIME, MAX_TIME, (1 << 32) - 1, MAX_ID, MAX_ID, MAX_ID, 1 << 30))
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK, subsets_block(SETATTR_BITS), *map(number, (
+        MAX_TIME, MAX_TIME, MAX_TIME, (1 << 32) - 1, MAX_ID, MAX_ID, MAX_ID, 1 << 30))))
     @budgeted
-    def setattr(self, name, pick, bits, values):
+    def setattr(self, args):
         """Every obdo field holds a value; only those with a bit may be applied. A size
         without FLSIZE is noise the target must ignore."""
-        atime, mtime, ctime, mode, uid, gid, projid, size = values
+        name, pick, bits, atime, mtime, ctime, mode, uid, gid, projid, size = args
         oid = self.oid(pick)
         if not self._connected(name) or oid is None:
             return
@@ -135,20 +136,21 @@ class TargetMachine(BudgetedMachine):
         reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
         self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
-    def getattr(self, name, pick):
+    def getattr(self, args):
+        name, pick = args
         oid = self.oid(pick)
         if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_GETATTR", oid)
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK, bits=a_few(PUNCH_BITS, 3),
-          values=packed_ints(1 << 40, MAX_TIME, MAX_TIME, MAX_TIME, MAX_ID, MAX_ID, MAX_ID))
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK, a_few_block(PUNCH_BITS, 3), *map(number, (
+        1 << 40, MAX_TIME, MAX_TIME, MAX_TIME, MAX_ID, MAX_ID, MAX_ID))))
     @budgeted
-    def punch(self, name, pick, bits, values):
+    def punch(self, args):
         """A punch to `start`, with some times and ids (applied as ofd_attr_handle_id lets
         them) and a mode (ignored); the object is read back."""
-        start, atime, mtime, ctime, uid, gid, projid = values
+        name, pick, bits, start, atime, mtime, ctime, uid, gid, projid = args
         oid = self.oid(pick)
         if not self._connected(name) or oid is None:
             return
@@ -159,35 +161,38 @@ class TargetMachine(BudgetedMachine):
             reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
             self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
-    def destroy(self, name, pick):
+    def destroy(self, args):
+        name, pick = args
         oid = self.oid(pick)
         if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_DESTROY", oid)
 
-    @rule(name=st.sampled_from(CLIENTS), pick=PICK)
+    @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
-    def sync(self, name, pick):
+    def sync(self, args):
+        name, pick = args
         oid = self.oid(pick)
         if self._connected(name) and oid is not None:
             self.s.body_op(self.c(name), "OST_SYNC", oid)
 
-    @rule(name=st.sampled_from(CLIENTS), opc=st.sampled_from(["OBD_PING", "OST_STATFS"]))
+    @rule(args=drawn_as_one(choice(CLIENTS), choice(["OBD_PING", "OST_STATFS"])))
     @budgeted
-    def bodiless(self, name, opc):
+    def bodiless(self, args):
+        name, opc = args
         c = self.c(name)
         if c.connected:
             xid, data = c.request(opc)
             self.s.send(c, xid, data, reply(0, why=opc), opc)
 
     # -- lost replies and resends -----------------------------------------------------------
-    @rule(name=st.sampled_from(("c1", "c2")), pick=PICK, kind=st.sampled_from(["setattr", "punch", "destroy", "create"]),
-          mtime=TIMES)
+    @rule(args=drawn_as_one(choice(("c1", "c2")), PICK, choice(["setattr", "punch", "destroy", "create"]), TIMES))
     @budgeted
-    def lose_reply(self, name, pick, kind, mtime):
+    def lose_reply(self, args):
         """A modifying request that succeeds with a transaction, whose reply the client then
         "loses": it stays unreplied until it is resent."""
+        name, pick, kind, mtime = args
         c = self.c(name)
         oid = self.oid(pick)
         if not c.connected or oid is None:
@@ -241,9 +246,10 @@ class TargetMachine(BudgetedMachine):
                 apply(rep)
 
     # -- one broken rule per step -------------------------------------------------------------
-    @rule(name=st.sampled_from(CLIENTS), kind=st.sampled_from(BROKEN), pick=PICK)
+    @rule(args=drawn_as_one(choice(CLIENTS), choice(BROKEN), PICK))
     @budgeted
-    def broken(self, name, kind, pick):
+    def broken(self, args):
+        name, kind, pick = args
         c = self.c(name)
         s = self.s
         oid = self.oid(pick) or 1
