@@ -6,14 +6,13 @@ derived by the suite; the valid-bit rules are Hypothesis properties whose inputs
 by the suite's own structure walker (spec/structs.py) from spec/layouts.json and whose
 expectations come from the valid-bit table in spec/facts.json, as the session's release has it
 (a field governed only by bits the release does not define is never valid: release.valid_bits).
+Hypothesis and the strategies are imported by the valid-bit cases, not at collection.
 """
 from collections.abc import Mapping
 
 import pytest
-from hypothesis import strategies as st
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.fixtures.strategies import a_few, subsets
 from ptlrpc_conformance.harness.verdicts import judge, release
 from ptlrpc_conformance.harness.data.vectors import Vector
 from ptlrpc_conformance.spec import layouts, structs as S
@@ -140,6 +139,9 @@ def _mask_strategy(name: str):
     """A valid mask: some of the bits the valid-bit table defines, sparse to full, and up to
     three bits it does not define.  The bits of the default release's table are drawn alike:
     under a release that lacks one (OBD_MD_FLBTIME before 2.14) it is a bit that governs nothing."""
+    from hypothesis import strategies as st
+
+    from ptlrpc_conformance.fixtures.strategies import a_few, subsets
     default = layouts.valid_bits()[name]["fields"]
     bits = sorted({b for table in (VALID[name]["fields"], default) for bs in table.values() for _, b in bs})
     unknown = [1 << i for i in range(64) if not (KNOWN_BITS[name] >> i) & 1]
@@ -166,6 +168,8 @@ def _valid_decode_case(name: str):
     size = S.size(name)
 
     def test(iut, need, conclude, conformance_seed, conformance_examples):
+        from hypothesis import strategies as st
+
         need(iut, "decode_struct")
         _same_layout(conclude, name)
         strategy = st.tuples(_mask_strategy(name), st.binary(min_size=size, max_size=size),
@@ -228,6 +232,10 @@ def _valid_encode_case(name: str, give_mask: bool):
     size = S.size(name)
 
     def test(iut, need, conclude, conformance_seed, conformance_examples):
+        from hypothesis import strategies as st
+
+        from ptlrpc_conformance.fixtures.strategies import subsets
+
         need(iut, "encode_struct")
         _same_layout(conclude, name)
         governed = list(VALID[name]["fields"])
