@@ -161,3 +161,64 @@ def test_a_worker_usage_error_reaches_the_controller(pytester):
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2")
     assert result.ret == 4
     assert "does not follow the case id grammar" in result.stderr.str() + result.stdout.str()
+
+
+# Hypothesis and Jinja2 cost about 0.1 s to import; the suites import Hypothesis in the cases
+# that use it, the command line Jinja2 when it writes report.html.  A plugin that writes the
+# names of the loaded modules when the suites are collected, when the first case starts its call
+# and when the run ends.
+MODULE_WATCH = """
+import sys
+
+def _write(name):
+    with open(name, "w") as f:
+        f.write("\\n".join(sorted(sys.modules)))
+
+def pytest_collection_finish(session):
+    _write("collected.txt")
+
+def pytest_runtest_call(item):
+    if not hasattr(sys, "_first_case_seen"):
+        sys._first_case_seen = True
+        _write("first-case.txt")
+
+def pytest_unconfigure(config):
+    _write("ended.txt")
+"""
+LAZY = ("hypothesis", "jinja2")
+
+
+def _lazy_loaded(path) -> set:
+    return {m.split(".")[0] for m in path.read_text().split()} & set(LAZY)
+
+
+def test_a_certification_starts_without_hypothesis_or_jinja2(tmp_path):
+    """`certify` collects every suite and runs its first case (a framing vector) without
+    importing Hypothesis or Jinja2; a property case imports Hypothesis when it runs (the check
+    sees a loaded module)."""
+    import os
+    import subprocess
+    (tmp_path / "module_watch.py").write_text(MODULE_WATCH)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path)] + sys.path))
+    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance", "certify", "--iut", "reference",
+                           "--out", str(tmp_path / "out"), "-q", "--", "-p", "module_watch",
+                           "-k", "framing.magic.v2-native.decode or framing.encoded-length.encode"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cases: 2 (2 pass)" in proc.stdout
+    assert _lazy_loaded(tmp_path / "collected.txt") == set()
+    assert _lazy_loaded(tmp_path / "first-case.txt") == set()
+    assert _lazy_loaded(tmp_path / "ended.txt") == {"hypothesis"}
+
+
+def test_collecting_the_suites_as_a_plugin_imports_no_hypothesis(pytester):
+    """A plugin user's pytest collecting the suites (Hypothesis' own pytest plugin loaded)
+    imports neither Hypothesis nor Jinja2."""
+    pytester.makeconftest(MODULE_WATCH)
+    result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites", "--collect-only", "-q",
+                                           "-p", "no:cacheprovider")
+    assert result.ret == 0 and " tests collected" in result.stdout.str()
+    names = (pytester.path / "collected.txt").read_text().split()
+    assert {"ptlrpc_conformance.suites.test_properties", "ptlrpc_conformance.suites.test_target",
+            "ptlrpc_conformance.suites.test_recovery"} <= set(names)
+    assert _lazy_loaded(pytester.path / "collected.txt") == set()

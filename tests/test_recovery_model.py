@@ -20,6 +20,7 @@ from ptlrpc_conformance.harness.ost.steps import StepJudge
 from ptlrpc_conformance.reference import make_testee
 from ptlrpc_conformance.reference.target import Target, TargetConfig
 from ptlrpc_conformance.suites import test_recovery as recovery
+from ptlrpc_conformance.suites.recovery_machine import RecoveryMachine
 
 UNUSUAL = ("recovery.unusual.claimed-transno.setattr", "recovery.unusual.claimed-transno.create",
            "recovery.unusual.claimed-transno.third-client")
@@ -151,7 +152,7 @@ def test_the_recovery_case_sends_only_what_a_lustre_client_sends():
     rec = _Recording()
     a = started(rec)
     for part in recovery.PARTS[:3]:
-        run_machine(recovery.RecoveryMachine, a, _fail_unless_pass, case=part,
+        run_machine(RecoveryMachine, a, _fail_unless_pass, case=part,
                     requirements=recovery.REQUIREMENTS, examples=part_examples(100, 5), steps=30,
                     run_seed=part_seed(part, 7), needs=("target", "restart"), what="recovery rules")
     sent: dict[str, dict[int, bytes]] = {}        # client -> xid -> request sent outside recovery

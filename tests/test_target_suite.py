@@ -299,8 +299,8 @@ def test_the_seed_drives_the_stateful_cases():
     """--seed (the run's conformance seed) reaches every stateful part: the same seed gives the
     same sequence of requests, another seed another (issue 15, point 9)."""
     from ptlrpc_conformance.fixtures.stateful import part_seed, run_machine
-    from ptlrpc_conformance.suites.test_recovery import RecoveryMachine
-    from ptlrpc_conformance.suites.test_target import TargetMachine
+    from ptlrpc_conformance.suites.recovery_machine import RecoveryMachine
+    from ptlrpc_conformance.suites.target_machine import TargetMachine
 
     class Recording(InProcessAdapter):
         def call(self, request):

@@ -3,13 +3,12 @@
 Each property is one case.  Runs are derandomized: the seed is --conformance-seed
 (recorded in report.json), so two runs of one IUT give one result.  A counterexample is
 shrunk by Hypothesis and reported with its annotated bytes.
+
+Hypothesis and the strategies are imported by the cases that use them, not by the module:
+collecting the suites (every certification, `list`) does not pay for importing Hypothesis.
 """
 import pytest
-from hypothesis import HealthCheck, given, reject, seed, settings
-from hypothesis.errors import Unsatisfiable
 
-from ptlrpc_conformance.fixtures.stateful import fixed_constants
-from ptlrpc_conformance.fixtures.strategies import arbitrary_messages, canonical_messages, full_width_messages, mutated
 from ptlrpc_conformance.harness.verdicts import judge, pack
 from ptlrpc_conformance.harness.verdicts.charges import (FOREIGN_ORDER, MODEL_CHARGEABLE, foreign,
                                                          model_example_requirement)
@@ -39,6 +38,11 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     rejects everything exercises nothing), or when the direction is among
     `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
     `control_rejected` says when neither holds."""
+    from hypothesis import HealthCheck, given, reject, seed, settings
+    from hypothesis.errors import Unsatisfiable
+
+    from ptlrpc_conformance.fixtures.stateful import fixed_constants
+
     failures = []
     not_applicable = []
     mismatches: dict[str, dict] = {}    # errno-agnostic runs: every example rejected with another class
@@ -201,6 +205,7 @@ def test_decoder_on_full_width_messages(iut, need, conclude, errno_agnostic, con
     """Messages the suite encodes itself, every field drawn over its full range (edges often),
     in either byte order: decoded field by field to what was encoded, pb_version lookalikes
     refused."""
+    from ptlrpc_conformance.fixtures.strategies import full_width_messages
     need(iut, "decode")
     judged: list = []
 
@@ -222,6 +227,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
     """decode(encode(m)) gives back every field of m.  The suite's own encoding of m is decoded
     first: a decoder that gets it wrong is charged to the field's requirement, never to the
     encoder's."""
+    from ptlrpc_conformance.fixtures.strategies import canonical_messages
     need(iut, "encode")
     need(iut, "decode")
     judged: list = []
@@ -262,6 +268,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
 @case(case="framing.encoded-length.encode", requirements=["ENC-LENGTH-1", "PAD-HEADER-1", "PAD-BUFFER-1"])
 def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examples):
     """len(encode(m)) = round_up(32 + 4 * bufcount, 8) + sum of round_up(buflen, 8)."""
+    from ptlrpc_conformance.fixtures.strategies import canonical_messages
     need(iut, "encode")
 
     def check(example):
@@ -292,6 +299,7 @@ def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conform
                                     conformance_seed, conformance_examples):
     """Random bytes and random headers: accepted or rejected exactly as the rule model says,
     never a crash, a hang or a malformed result."""
+    from ptlrpc_conformance.fixtures.strategies import arbitrary_messages
     need(iut, "decode")
     tolerate = registry.profile(conformance_profile).has("literal")
 
@@ -313,6 +321,7 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conform
     model says."""
     need(iut, "decode")
     from ptlrpc_conformance.fixtures.core import session_vectors
+    from ptlrpc_conformance.fixtures.strategies import mutated
     vectors = [v for v in session_vectors(request.config)
                if v.op == "decode" and v.verdict == "valid" and len(v.data) <= MAX_DERIVE_SIZE]
     tolerate = registry.profile(conformance_profile).has("literal")

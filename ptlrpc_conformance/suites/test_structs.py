@@ -6,13 +6,13 @@ derived by the suite; the valid-bit rules are Hypothesis properties whose inputs
 by the suite's own structure walker (spec/structs.py) from spec/layouts.json and whose
 expectations come from the valid-bit table in spec/facts.json, as the session's release has it
 (a field governed only by bits the release does not define is never valid: release.valid_bits).
+Hypothesis and the strategies are imported by the valid-bit cases, not at collection.
 """
 from collections.abc import Mapping
 
 import pytest
 
 from ptlrpc_conformance import spec
-from ptlrpc_conformance.fixtures.strategies import a_few_block, drawn_as_one, joined, raw_bytes, subsets_block
 from ptlrpc_conformance.harness.verdicts import judge, release
 from ptlrpc_conformance.harness.data.vectors import Vector
 from ptlrpc_conformance.spec import layouts, structs as S
@@ -139,6 +139,7 @@ def _mask_block(name: str):
     """A valid mask: some of the bits the valid-bit table defines, sparse to full, and up to
     three bits it does not define.  The bits of the default release's table are drawn alike:
     under a release that lacks one (OBD_MD_FLBTIME before 2.14) it is a bit that governs nothing."""
+    from ptlrpc_conformance.fixtures.strategies import a_few_block, joined, subsets_block
     default = layouts.valid_bits()[name]["fields"]
     bits = sorted({b for table in (VALID[name]["fields"], default) for bs in table.values() for _, b in bs})
     unknown = [1 << i for i in range(64) if not (KNOWN_BITS[name] >> i) & 1]
@@ -165,6 +166,8 @@ def _valid_decode_case(name: str):
     size = S.size(name)
 
     def test(iut, need, conclude, conformance_seed, conformance_examples):
+        from ptlrpc_conformance.fixtures.strategies import drawn_as_one, raw_bytes
+
         need(iut, "decode_struct")
         _same_layout(conclude, name)
         strategy = drawn_as_one(_mask_block(name), raw_bytes(size), raw_bytes(size))
@@ -226,6 +229,8 @@ def _valid_encode_case(name: str, give_mask: bool):
     size = S.size(name)
 
     def test(iut, need, conclude, conformance_seed, conformance_examples):
+        from ptlrpc_conformance.fixtures.strategies import drawn_as_one, raw_bytes, subsets_block
+
         need(iut, "encode_struct")
         _same_layout(conclude, name)
         governed = list(VALID[name]["fields"])

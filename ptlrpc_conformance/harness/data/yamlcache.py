@@ -10,7 +10,8 @@ schema's own digest: a changed file, a changed schema or a new release of this p
 misses the cache and is read and checked again.
 
 What the suite computes from those files once they are read, the cases derived from the vectors
-(fixtures/core.py), is kept the same way (`remember`): pickled, under a name that also covers
+(fixtures/core.py) and the bundled vectors and scenarios as objects (harness/data/vectors.py,
+harness/ost/scenario_file.py), is kept the same way (`remember`): pickled, under a name that also covers
 the computation's inputs and every file of the installed package (its path, size and time of
 change), so that any change to the code or its data computes it afresh.
 

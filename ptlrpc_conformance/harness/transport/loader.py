@@ -12,7 +12,6 @@ import importlib
 import os
 import sys
 
-from ptlrpc_conformance.harness.transport import tshark
 from ptlrpc_conformance.harness.transport.adapter import (
     DEFAULT_TIMEOUT, Adapter, InProcessAdapter, IUTStartError, UsageError)
 from ptlrpc_conformance.harness.transport.exec import ExecAdapter
@@ -61,6 +60,7 @@ def _load(spec: str | None, timeout: float) -> Adapter:
             raise IUTStartError(f"--iut {spec!r}: the factory raised {type(e).__name__}: {e}") from None
         return InProcessAdapter(obj, description=spec)
     if spec == "tshark" or spec.startswith("tshark:"):   # Wireshark's Lustre dissector, decode only
+        from ptlrpc_conformance.harness.transport import tshark     # its capture code only when it is the IUT
         return tshark.make(spec[len("tshark:"):] if spec.startswith("tshark:") else None, timeout=timeout)
     if spec.startswith("exec:"):
         command = spec[len("exec:"):].strip()
