@@ -10,6 +10,7 @@ flexible arrays as lists.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field, replace
 
 from .. import spec
@@ -17,6 +18,7 @@ from ..spec import layouts
 from .codec import CodecError
 
 INT_SIZES = {"u8": 1, "u16": 2, "u32": 4, "u64": 8, "s8": 1, "s16": 2, "s32": 4, "s64": 8}
+INT_FORMATS = {"u8": "B", "u16": "H", "u32": "I", "u64": "Q", "s8": "b", "s16": "h", "s32": "i", "s64": "q"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,7 @@ class StructCodec:
     def __init__(self, config: StructConfig | None = None):
         self.config = config or StructConfig()
         self._plans: dict[str, list[tuple]] = {}
+        self._readers: dict[str, tuple] = {}
 
     # helpers -------------------------------------------------------------------------------
     def canonical(self, name) -> str:
@@ -96,9 +99,33 @@ class StructCodec:
             self._plans[name] = plan
         return plan
 
+    def _reader(self, name: str) -> tuple:
+        """(a struct.Struct reading a structure's plain integer fields in one call, their names,
+        the bytes it needs, the rest of the plan, every field's name in order), worked out once
+        per structure.  A union member that overlaps the field before it is read with the rest."""
+        reader = self._readers.get(name)
+        if reader is None:
+            fmt, names, rest, at = "<", [], [], 0
+            for entry in self._plan(name):
+                fname, kind, esize, offset, flexible, fcount, _ = entry
+                if kind in INT_FORMATS and not flexible and fcount is None and offset >= at:
+                    fmt += (f"{offset - at}x" if offset > at else "") + INT_FORMATS[kind]
+                    names.append(fname)
+                    at = offset + esize
+                else:
+                    rest.append(entry)
+            reader = (struct.Struct(fmt), tuple(names), at, rest, [entry[0] for entry in self._plan(name)])
+            self._readers[name] = reader
+        return reader
+
     def _read(self, name: str, buf: bytes, base: int, end: int) -> dict:
-        out = {}
-        for fname, kind, esize, offset, flexible, fcount, str_size in self._plan(name):
+        fixed, names, need, rest, order = self._reader(name)
+        if names and len(buf) >= base + need:
+            out = dict(zip(names, fixed.unpack_from(buf, base)))
+            plan = rest
+        else:
+            out, plan = {}, self._plan(name)
+        for fname, kind, esize, offset, flexible, fcount, str_size in plan:
             at = base + offset
             if flexible:
                 if kind == "char":          # elements are fixed-size strings
@@ -117,6 +144,8 @@ class StructCodec:
                 out[fname] = int.from_bytes(buf[at:at + esize], "little", signed=kind[0] == "s")
             else:
                 out[fname] = self._value(kind, buf, at, esize, end)
+        if plan is rest and rest:
+            out = {f: out[f] for f in order}        # the layout's order, as the fields were read before
         return out
 
     def _value(self, kind: str, buf: bytes, at: int, size: int, end: int):
