@@ -100,18 +100,18 @@ class StructCodec:
         return plan
 
     def _reader(self, name: str) -> tuple:
-        """(a struct.Struct reading a structure's plain integer fields in one call, their names,
-        the bytes it needs, the rest of the plan, every field's name in order), worked out once
-        per structure.  A union member that overlaps the field before it is read with the rest."""
+        """(a struct.Struct reading a structure's integer fields and arrays in one call, their
+        names and counts, the bytes it needs, the rest of the plan, every field's name in order),
+        worked out once per structure.  A union member that overlaps the field before it is read with the rest."""
         reader = self._readers.get(name)
         if reader is None:
             fmt, names, rest, at = "<", [], [], 0
             for entry in self._plan(name):
                 fname, kind, esize, offset, flexible, fcount, _ = entry
-                if kind in INT_FORMATS and not flexible and fcount is None and offset >= at:
-                    fmt += (f"{offset - at}x" if offset > at else "") + INT_FORMATS[kind]
-                    names.append(fname)
-                    at = offset + esize
+                if kind in INT_FORMATS and not flexible and offset >= at:
+                    fmt += (f"{offset - at}x" if offset > at else "") + f"{fcount or ''}{INT_FORMATS[kind]}"
+                    names.append((fname, fcount))
+                    at = offset + esize * (fcount or 1)
                 else:
                     rest.append(entry)
             reader = (struct.Struct(fmt), tuple(names), at, rest, [entry[0] for entry in self._plan(name)])
@@ -121,7 +121,14 @@ class StructCodec:
     def _read(self, name: str, buf: bytes, base: int, end: int) -> dict:
         fixed, names, need, rest, order = self._reader(name)
         if names and len(buf) >= base + need:
-            out = dict(zip(names, fixed.unpack_from(buf, base)))
+            values, out, k = fixed.unpack_from(buf, base), {}, 0
+            for fname, count in names:
+                if count is None:
+                    out[fname] = values[k]
+                    k += 1
+                else:
+                    out[fname] = list(values[k:k + count])
+                    k += count
             plan = rest
         else:
             out, plan = {}, self._plan(name)

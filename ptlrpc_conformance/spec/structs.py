@@ -85,25 +85,57 @@ def read_leaf(leaf: Leaf, data: bytes):
                            signed=signed) for i in range(leaf.count)]
 
 
+def _place(out: dict, leaf: Leaf, value) -> None:
+    """Put `value` at `leaf`'s path in the nested fields `out` (a "[i]" segment is a list index)."""
+    node = out
+    path = list(leaf.path)
+    for seg, nxt in zip(path, path[1:]):
+        if nxt.startswith("["):
+            node = node.setdefault(seg, [])
+            continue
+        if seg.startswith("["):
+            i = int(seg[1:-1])
+            while len(node) <= i:
+                node.append({})
+            node = node[i]
+            continue
+        node = node.setdefault(seg, {})
+    node[path[-1]] = value
+
+
+def _leaf_source(leaf: Leaf) -> str:
+    """read_leaf(leaf, data) as a Python expression."""
+    at = leaf.offset
+    if leaf.kind == "char":
+        return f'data[{at}:{at + leaf.count}].split(b"\\0", 1)[0].decode("latin-1")'
+    signed = leaf.kind.startswith("s")
+    if leaf.count is None:
+        return f'from_bytes(data[{at}:{at + leaf.size}], "little", signed={signed})'
+    return "[" + ", ".join(f'from_bytes(data[{at + i * leaf.size}:{at + (i + 1) * leaf.size}], "little", '
+                           f'signed={signed})' for i in range(leaf.count)) + "]"
+
+
+@functools.lru_cache(maxsize=None)
+def _reader(name: str, release: str | None = None):
+    """The nesting of unpack, worked out once per structure: a function of the bytes that
+    builds the nested fields in one expression, leaf by leaf (read_leaf's reads, in the same
+    order), instead of walking every leaf's path for every structure read."""
+    shape: dict = {}
+    for leaf in leaves(name, release):
+        _place(shape, leaf, leaf)
+
+    def source(node) -> str:
+        if isinstance(node, Leaf):
+            return _leaf_source(node)
+        if isinstance(node, list):
+            return "[" + ", ".join(source(n) for n in node) + "]"
+        return "{" + ", ".join(f"{key!r}: {source(n)}" for key, n in node.items()) + "}"
+    return eval(f"lambda data: {source(shape)}", {"from_bytes": int.from_bytes})     # noqa: S307 (our own text)
+
+
 def unpack(name: str, data: bytes, release: str | None = None) -> dict:
     """Every field of every view, nested, as decode_struct reports `fields`."""
-    out: dict = {}
-    for leaf in leaves(name, release):
-        node = out
-        path = list(leaf.path)
-        # arrays of structures: "[i]" segments become list indexes
-        for seg, nxt in zip(path, path[1:]):
-            if nxt.startswith("["):
-                node = node.setdefault(seg, [])
-                continue
-            if seg.startswith("["):
-                i = int(seg[1:-1])
-                while len(node) <= i:
-                    node.append({})
-                node = node[i]
-                continue
-            node = node.setdefault(seg, {})
-        node[path[-1]] = read_leaf(leaf, data)
+    out = _reader(name, release)(data)
     _nested_flexible(name, out, release)
     for f in entry(name, release)["fields"]:        # a trailing flexible array takes what follows
         if f.get("flexible"):
