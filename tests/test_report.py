@@ -363,3 +363,16 @@ def test_run_writes_to_its_own_folder(run_cli, tmp_path):
     assert run.rc == 0, run.stderr
     assert (tmp_path / "ptlrpc-conformance-run" / "report.json").exists()
     assert (tmp_path / "ptlrpc-conformance-report" / "report.json").read_text() == "{}"
+
+
+def test_a_failure_message_from_an_xdist_worker_is_the_serial_runs_message():
+    """xdist puts the worker's name and interpreter before a worker's failure text; report.json
+    keeps the failure alone, so the same seed gives the same message serially and under -n."""
+    from types import SimpleNamespace
+
+    from ptlrpc_conformance.harness.outputs.report import _failure_text
+    failure = "HDR-MAGIC-3 (MUST): A decoder rejects any other lm_magic\nexpected: rejected"
+    worker = SimpleNamespace(longreprtext="[gw1] linux -- Python 3.11.7 /usr/bin/python3\n" + failure)
+    assert _failure_text(worker) == failure == _failure_text(SimpleNamespace(longreprtext=failure))
+    quoted = SimpleNamespace(longreprtext=failure + "\n[gw0] a line of the IUT's own output")
+    assert _failure_text(quoted) == quoted.longreprtext          # only a first line is the worker's

@@ -29,11 +29,6 @@ STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "T
                          "RCV-OUTSIDE-1"]
 
 
-def _buffer1(request: bytes) -> bytes:
-    from ptlrpc_conformance.harness.ost import wire
-    return wire.parse(request, "request").buffers[1]
-
-
 def must_reconstruct(profile: str) -> bool:
     """Whether the profile requires reply reconstruction for resends (TGT-RESEND-2)."""
     return requirements()["TGT-RESEND-2"].in_profile(profile)

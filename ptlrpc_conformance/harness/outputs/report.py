@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import platform
 import sys
 import time
@@ -591,12 +592,16 @@ def _skip_reason(report) -> str:
 
 
 MESSAGE_HEAD, MESSAGE_TAIL = 12000, 8000      # what report.json keeps of a long failure message
+XDIST_WORKER_LINE = re.compile(r"\A\[gw\d+\] [^\n]*\n")
 
 
 def _failure_text(report) -> str:
     """A failure's message: whole, or when long its head (the requirement, the problems) and its
     tail (the end of the transcript), with what was left out said between them."""
     text = getattr(report, "longreprtext", "") or str(report.longrepr)
+    # an xdist worker's report starts with the worker's name and interpreter ("[gw0] linux --
+    # Python 3.11.7 ..."): not part of the failure, and a serial run has no such line
+    text = XDIST_WORKER_LINE.sub("", text, count=1)
     if len(text) <= MESSAGE_HEAD + MESSAGE_TAIL:
         return text
     left_out = len(text) - MESSAGE_HEAD - MESSAGE_TAIL
