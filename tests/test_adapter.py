@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from conftest import TESTS
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, IUTStartError, NotApplicable, UsageError
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, IUTStartError, NotApplicable, UsageError, as_sent
 from ptlrpc_conformance.harness.transport.exec import ExecAdapter
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 from ptlrpc_conformance.harness.data.vectors import load_all
@@ -71,6 +71,31 @@ def test_in_process_responses_go_through_json():
     with InProcessAdapter(NotJson()) as a:
         o = a.call(decode_req("framing.magic.v2-native"))
     assert o.kind == "crash" and "not JSON serializable" in o.detail
+
+
+def test_an_in_process_iut_gets_the_request_a_process_would_read():
+    """What the IUT gets equals the JSON round trip of the request, is never the suite's own
+    object (the IUT may change it), and nested or non-JSON-native parts are converted as a
+    process would see them (tuples as lists, integer keys as strings)."""
+    flat = {"op": "decode", "direction": "request", "data": "00ff", "id": 7, "strict": True, "note": None,
+            "big": 1 << 70, "odd": "\udc80"}
+    nested = {"op": "exchange", "pair": (1, 2), "fields": {3: "x", "y": [4, (5,)]}, "ratio": 0.5}
+    for request in (flat, nested, {}):
+        sent = as_sent(request)
+        assert sent == json.loads(json.dumps(request)) and sent is not request
+    assert as_sent(nested) == {"op": "exchange", "pair": [1, 2], "fields": {"3": "x", "y": [4, [5]]}, "ratio": 0.5}
+
+    class Mutating:
+        def handle(self, request):
+            if request["op"] == "hello":
+                return Batched.HELLO
+            request["data"] = "changed"
+            return {"ok": False, "error": "EPROTO"}
+    request = decode_req("framing.magic.v2-native")
+    before = dict(request)
+    with InProcessAdapter(Mutating()) as a:
+        assert a.call(request).kind == "error"
+    assert request == before
 
 
 class Batched:

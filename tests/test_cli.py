@@ -353,3 +353,27 @@ def test_the_command_answers_by_each_of_its_names():
     for name in ("ptlrpc_conformance", "ptlrpc_conformance.cli"):
         proc = subprocess.run([sys.executable, "-m", name, "--version"], capture_output=True, text=True, timeout=60)
         assert (proc.returncode, proc.stdout.strip()) == (0, f"ptlrpc-conformance {__version__}"), name
+
+
+def test_a_certification_sizes_the_young_generation_for_its_cases_and_puts_it_back(tmp_path):
+    """In the command line's process, the cases run with the collector on and its young
+    generation at RUN_GC_THRESHOLD; main() returns with the collector as it found it."""
+    script = f"""
+import gc, json, pytest
+from ptlrpc_conformance.cli import main
+seen = set()
+real_main = pytest.main
+class Spy:
+    def pytest_runtest_call(self, item):
+        seen.add((gc.isenabled(), gc.get_threshold()))
+pytest.main = lambda args, plugins=(): real_main(args, plugins=list(plugins) + [Spy()])
+gc.set_threshold(650, 9, 8)
+status = main(["certify", "--iut", "reference", "--case", "framing.bufcount.zero.decode", "--out", {str(tmp_path / "out")!r}])
+print(json.dumps({{"status": status, "seen": sorted(seen), "after": [gc.isenabled(), gc.get_threshold()]}}))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    from ptlrpc_conformance.harness.runstate import RUN_GC_THRESHOLD
+    assert result["status"] == 0, proc.stdout + proc.stderr
+    assert result["seen"] == [[True, list(RUN_GC_THRESHOLD)]]
+    assert result["after"] == [True, [650, 9, 8]]

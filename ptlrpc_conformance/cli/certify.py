@@ -34,12 +34,15 @@ def cmd_certify(argv: list[str]) -> int:
     # No garbage collection during start-up: the imports and the collection make hundreds of
     # thousands of objects that live as long as the run, and the collector walked them again
     # and again (about 0.1 s before the first case, 0.5-0.8 s a serial run).  The Observer
-    # moves them out of its sight and turns it back on once the cases are collected; at the
-    # end they are in its sight again (a caller that runs main() many times keeps no garbage).
+    # moves them out of its sight and turns it back on once the cases are collected, with a
+    # larger young generation (runstate.RUN_GC_THRESHOLD); at the end they are in its sight
+    # again, at the sizes they had (a caller that runs main() many times keeps no garbage).
+    thresholds = gc.get_threshold()
     gc.disable()
     try:
         return _certify(args)
     finally:
+        gc.set_threshold(*thresholds)
         gc.enable()
         gc.unfreeze()
 

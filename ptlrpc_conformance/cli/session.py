@@ -144,9 +144,13 @@ def run_session(args, out: pathlib.Path, hello, smoke, conclude: bool = True) ->
 
 def collector_back() -> None:
     """The garbage collector on again after a start-up without it (cli/certify.py), the
-    objects made so far (modules, collected cases, facts) frozen out of its walks."""
+    objects made so far (modules, collected cases, facts) frozen out of its walks, and the
+    young generation sized for the run (runstate.RUN_GC_THRESHOLD; cmd_certify puts the old
+    sizes back)."""
+    from ptlrpc_conformance.harness.runstate import RUN_GC_THRESHOLD
     if not gc.isenabled():
         gc.freeze()
+        gc.set_threshold(*RUN_GC_THRESHOLD)
         gc.enable()
 
 

@@ -38,6 +38,7 @@ class StructCodec:
         self.config = config or StructConfig()
         self._plans: dict[str, list[tuple]] = {}
         self._readers: dict[str, tuple] = {}
+        self._writers: dict[str, tuple] = {}
 
     # helpers -------------------------------------------------------------------------------
     def canonical(self, name) -> str:
@@ -235,9 +236,20 @@ class StructCodec:
         extra = self._write(name, fields, buf, 0, name)
         return bytes(buf) + extra
 
+    def _writer(self, name: str) -> tuple[frozenset, list[tuple]]:
+        """(the structure's field names, its fields as (name, kind, element size, offset,
+        flexible, count, union group)), worked out once per structure."""
+        writer = self._writers.get(name)
+        if writer is None:
+            fields = self.entry(name)["fields"]
+            writer = (frozenset(f["name"] for f in fields),
+                      [(f["name"], *self._elem(f), f["offset"], bool(f.get("flexible")), f.get("count"), f.get("union"))
+                       for f in fields])
+            self._writers[name] = writer
+        return writer
+
     def _write(self, name: str, fields: dict, buf: bytearray, base: int, path: str) -> bytes:
-        entry = self.entry(name)
-        known = {f["name"] for f in entry["fields"]}
+        known, plan = self._writer(name)
         for key in fields:
             if key not in known:
                 raise CodecError("EINVAL", f"{path} has no field {key!r}")
@@ -253,14 +265,13 @@ class StructCodec:
                 fields[mask_field] = mask
         written: dict[str, bytes] = {}
         extra = b""
-        for f in entry["fields"]:
-            if f["name"] not in fields:
+        for fname, kind, esize, offset, flexible, count, group in plan:
+            if fname not in fields:
                 continue
-            value = fields[f["name"]]
-            kind, esize = self._elem(f)
-            at = base + f["offset"]
-            where = f"{path}.{f['name']}"
-            if f.get("flexible"):
+            value = fields[fname]
+            at = base + offset
+            where = f"{path}.{fname}"
+            if flexible:
                 if not isinstance(value, list):
                     raise CodecError("EINVAL", f"{where} must be a list")
                 tail = bytearray(esize * len(value))
@@ -268,7 +279,7 @@ class StructCodec:
                     self._put(kind, v, tail, i * esize, esize, f"{where}[{i}]")
                 extra += bytes(tail)
                 continue
-            if "count" in f:
+            if count is not None:
                 if kind == "char":
                     if not isinstance(value, str):
                         raise CodecError("EINVAL", f"{where} must be a string")
@@ -276,13 +287,13 @@ class StructCodec:
                         raw = value.encode("latin-1")
                     except UnicodeEncodeError:
                         raise CodecError("EINVAL", f"{where} has a character outside ISO-8859-1") from None
-                    if len(raw) > f["count"]:
-                        raise CodecError("EINVAL", f"{where} is longer than {f['count']} bytes")
-                    chunk = raw + bytes(f["count"] - len(raw))
+                    if len(raw) > count:
+                        raise CodecError("EINVAL", f"{where} is longer than {count} bytes")
+                    chunk = raw + bytes(count - len(raw))
                 else:
-                    if not isinstance(value, list) or len(value) != f["count"]:
-                        raise CodecError("EINVAL", f"{where} must be a list of {f['count']}")
-                    tmp = bytearray(esize * f["count"])
+                    if not isinstance(value, list) or len(value) != count:
+                        raise CodecError("EINVAL", f"{where} must be a list of {count}")
+                    tmp = bytearray(esize * count)
                     for i, v in enumerate(value):
                         self._put(kind, v, tmp, i * esize, esize, f"{where}[{i}]")
                     chunk = bytes(tmp)
@@ -290,7 +301,6 @@ class StructCodec:
                 tmp = bytearray(esize)
                 self._put(kind, value, tmp, 0, esize, where)
                 chunk = bytes(tmp)
-            group = f.get("union")
             if group:
                 # union members given together must agree on their bytes (a decode result
                 # carries every view)

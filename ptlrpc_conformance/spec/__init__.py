@@ -42,7 +42,7 @@ class Field:
     elem_size: int | None = None
     flexible: bool = False
 
-    @property
+    @functools.cached_property          # the codecs ask for it per field per message
     def end(self) -> int:
         return self.offset + self.size
 
@@ -53,11 +53,18 @@ class Layout:
     size: int
     fields: tuple[Field, ...]
 
-    def field(self, name: str) -> Field:
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Field]:
+        by_name: dict[str, Field] = {}
         for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(f"{self.name} has no field {name!r}")
+            by_name.setdefault(f.name, f)        # the first of a name, as a search in order finds
+        return by_name
+
+    def field(self, name: str) -> Field:
+        f = self._by_name.get(name)
+        if f is None:
+            raise KeyError(f"{self.name} has no field {name!r}")
+        return f
 
     def names(self) -> list[str]:
         return [f.name for f in self.fields]

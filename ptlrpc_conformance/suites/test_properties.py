@@ -41,7 +41,7 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     from hypothesis import HealthCheck, given, reject, seed, settings
     from hypothesis.errors import Unsatisfiable
 
-    from ptlrpc_conformance.fixtures.stateful import fixed_constants
+    from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key
 
     failures = []
     not_applicable = []
@@ -84,6 +84,7 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
                 exercised.extend(j.notes["exercised"])
                 accepted.add(j.notes.get("direction"))
 
+    no_database_key(run)
     verdict = None
     try:
         with fixed_constants():     # the examples depend on the seed alone, not on what else is loaded

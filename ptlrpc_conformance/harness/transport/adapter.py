@@ -137,9 +137,9 @@ class InProcessAdapter(Adapter):
         self.description = description
 
     def _one(self, request: dict) -> Outcome:
-        text = json.dumps(request)
-        self.log(">", text)
-        wire = json.loads(text)
+        wire = as_sent(request)
+        if self.io_log is not None:
+            self.log(">", json.dumps(request))
         try:
             response = self.target.handle(wire)
             out = json.dumps(response)
@@ -176,11 +176,12 @@ class InProcessAdapter(Adapter):
         batch = getattr(self.target, "handle_batch", None)
         if batch is None:
             return [self._one(r) for r in requests]
-        texts = [json.dumps(r) for r in requests]
-        for text in texts:                  # the io-log gets what a process would be sent
-            self.log(">", text)
+        wires = [as_sent(r) for r in requests]
+        if self.io_log is not None:         # the io-log gets what a process would be sent
+            for r in requests:
+                self.log(">", json.dumps(r))
         try:
-            out = json.dumps(batch([json.loads(text) for text in texts]))
+            out = json.dumps(batch(wires))
             responses = json.loads(out)
         except Exception as e:  # the IUT misbehaved: failed cases, never a broken run
             return self._raised(e, len(requests))
@@ -194,6 +195,19 @@ class InProcessAdapter(Adapter):
             outcomes.append(Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
                             if too_deep(None, response) else self._checked(response))
         return outcomes
+
+
+_SCALARS = (str, int, bool, type(None))
+
+
+def as_sent(request: dict) -> dict:
+    """The request as a process would read it: a JSON round trip (tuples become lists, keys
+    strings, ...), and a copy the IUT may change at will.  Most requests are one level of
+    strings and integers, which the round trip gives back as they are: those are copied
+    without it (a tenth of the round trip's time)."""
+    if all(type(k) is str and type(v) in _SCALARS for k, v in request.items()):
+        return dict(request)
+    return json.loads(json.dumps(request))
 
 
 def too_deep(text, value, limit: int = MAX_DEPTH) -> bool:
