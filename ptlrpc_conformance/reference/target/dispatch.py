@@ -7,7 +7,7 @@ from __future__ import annotations
 from ... import spec
 from ...spec import releases
 from ..codec import Codec, CodecError
-from ..structs import StructCodec
+from ..structs import StructCodec, StructConfig
 from ..target_config import TargetConfig
 from .constants import (AT_SUPPORT, C, ERR, FLGROUP, FLID, MSG_REPLAY,
                         MSG_REQ_REPLAY_DONE, MSG_RESENT, MSG_VERSION, OST_BODY_SIZE, REPLY, VERSION_MASK)
@@ -32,7 +32,8 @@ class Target(Connections, Recovery, Transactions, Objects):
     def __init__(self, config: TargetConfig | None = None):
         self.config = config or TargetConfig()
         self.codec = Codec(self.config.codec_config)
-        self.structs = StructCodec(self.config.struct_config)
+        # the target reads structures' fields only: no "valid" view of the fields the valid bits name
+        self.structs = StructCodec((self.config.struct_config or StructConfig()).but(report_valid=False))
         self.opcodes = _opcode_table()
         self.refuse_statuses = {-spec.errno_value(n) for n in spec.target()["reply_statuses"]}
         facts = releases.load(self.config.release)
