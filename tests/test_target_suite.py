@@ -3,7 +3,6 @@ and exec:, every broken target is caught, scenario vectors hold whatever a targe
 schedule, failures shrink to replayable scenario vectors, and check-trace judges traces."""
 import json
 import sys
-import weakref
 
 import pytest
 
@@ -343,9 +342,10 @@ def test_step_judge_keeps_what_later_steps_need():
     assert j.never_answered() == [(4, "c1", 100)] and not j.waiting
 
 
-def test_parts_of_a_suite_share_one_shrinking_budget(monkeypatch):
-    """A part shrinks only while the suite's budget (from the first failure of any part)
-    lasts; a part that has not failed is never idle, so it still gives its own verdict."""
+def test_each_part_shrinks_for_a_number_of_runs_of_its_own():
+    """A part's shrinking budget is SHRINK_RUNS runs after its own first failure, whatever the
+    time they take and whatever the other parts did: a run made after it stops at once
+    (ShrinkingOver), and a part that has not failed is never stopped."""
     from hypothesis.stateful import rule
     from ptlrpc_conformance.fixtures import stateful
 
@@ -354,24 +354,36 @@ def test_parts_of_a_suite_share_one_shrinking_budget(monkeypatch):
         def nothing(self):
             pass
 
-    class IUT:                                                       # an adapter stands in for the IUT
-        pass
-
-    monkeypatch.setattr(stateful, "_shrink_started", weakref.WeakKeyDictionary())
-    iut = IUT()
-    part = [type(f"P{i}", (Machine,), dict(suite=Machine, adapter=iut, failures=[], first_failure=None))
-            for i in range(2)]
+    part = [type(f"P{i}", (Machine,), dict(adapter=object(), failures=[], runs_after_failure=None)) for i in range(2)]
+    for _ in range(3 * stateful.SHRINK_RUNS):
+        part[1]()                                                    # no failure: never stopped
     part[0].record_failure("session of part 1")
-    assert not part[0]().idle and not part[1]().idle                  # shrinking time left
-    stateful._shrink_started[iut][Machine] -= stateful.SHRINK_SECONDS + 1     # the budget is spent
-    assert part[0]().idle                                            # part 1 stops shrinking
-    assert not part[1]().idle                                        # part 2 has not failed: it runs
+    for _ in range(stateful.SHRINK_RUNS):
+        part[0]()                                                    # shrinking runs left
+    with pytest.raises(stateful.ShrinkingOver):
+        part[0]()                                                    # the budget is spent
+    part[0].record_failure("a later failure")                        # recorded; the count goes on
+    assert part[0].runs_after_failure == stateful.SHRINK_RUNS + 1
+    assert part[0].failures == ["session of part 1", "a later failure"]
+    part[1]()                                                        # the other part is not concerned
     part[1].record_failure("session of part 2")
-    assert part[1]().idle and part[1].failures == ["session of part 2"]   # its failure is kept, unshrunk
-    second = IUT()
-    other = type("Q", (Machine,), dict(suite=Machine, adapter=second, failures=[], first_failure=None))
-    other.record_failure("another IUT")
-    assert not other().idle                                          # another IUT, another budget
+    part[1]()
+    assert part[1].runs_after_failure == 1
+
+
+def test_a_failing_stateful_part_gives_the_same_session_serially_and_under_xdist(run_cli):
+    """The same seed, a target that breaks a rule in several parts: each part reports the same
+    shortest session and charges the same requirements, run serially or by two workers (a
+    budget of seconds shared by the parts made a part shrink or not as time allowed)."""
+    parts = ["target.stateful.exchange.2", "target.stateful.exchange.3"]      # both fail at this seed
+    args = ("--iut", "python:ptlrpc_conformance.mutants:target_punch_without_size_blocks", "--seed", "7",
+            "--case", parts[0], "--case", parts[1], "--examples", "200")
+    serial, parallel = run_cli(*args), run_cli(*args, "-n", "2")
+    assert all(serial.verdicts()[p] == "fail" for p in parts)
+    for p in parts:
+        a, b = serial.case(p), parallel.case(p)
+        assert (a["verdict"], a.get("failed_requirements"), a["message"]) == \
+            (b["verdict"], b.get("failed_requirements"), b["message"]), p
 
 
 # ---- check-trace on a real file system's traffic -------------------------------------------------

@@ -60,8 +60,7 @@ class RecoveryMachine(BudgetedMachine):
         self.replay: dict[str, list[Change]] = {n: [] for n in CLIENTS}
         self.restarts = 0
         self.settle_floor = 0                    # a restart waits until a client was told a commit above it
-        if not self.idle:
-            self.s.reset()
+        self.s.reset()
 
     def c(self, name):
         return self.s.clients[name]

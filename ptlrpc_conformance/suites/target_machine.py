@@ -42,8 +42,6 @@ class TargetMachine(BudgetedMachine):
     def __init__(self):
         super().__init__()
         self.s = Session(self.adapter, reconstruct=self.reconstruct)
-        if self.idle:
-            return
         self.s.reset()
         self.s.add_client("c1")
         self.s.add_client("c2", replay_create=True)
