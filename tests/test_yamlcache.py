@@ -144,3 +144,44 @@ def test_the_package_fingerprint_follows_its_files(tmp_path, monkeypatch):
     monkeypatch.setattr(yamlcache, "_fingerprint", [])
     (tmp_path / "m.py").write_text("x = 22\n")
     assert yamlcache.package_fingerprint() != first
+
+
+def test_kept_bytes_are_per_kind_key_and_package(cache, monkeypatch):
+    """keep()/recall(): bytes by kind and key, for the package as it is; nothing when off."""
+    assert yamlcache.recall("k", "a") is None
+    yamlcache.keep("k", "a", b"\x00one")
+    assert yamlcache.recall("k", "a") == b"\x00one"
+    assert yamlcache.recall("k", "b") is None and yamlcache.recall("j", "a") is None
+    monkeypatch.setattr(yamlcache, "_fingerprint", ["a changed package"])
+    assert yamlcache.recall("k", "a") is None
+    monkeypatch.setenv(yamlcache.ENV, "off")
+    yamlcache.keep("k", "c", b"x")
+    assert yamlcache.recall("k", "c") is None
+
+
+def test_report_templates_compiled_once_render_the_same_page(cache, tmp_path):
+    """The HTML report's templates, compiled by one process and kept, give the same page in
+    the next; damaged kept code is compiled again, never an error."""
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"format": "ptlrpc-conformance-report/1", "cases": [], "requirements": {},
+                                  "summary": {"total": 0}, "iut": {"spec": "reference"}}))
+    script = ("import json, sys; from ptlrpc_conformance.harness.outputs import html; "
+              "sys.stdout.write(html.render(json.load(open(sys.argv[1]))))")
+    env = dict(os.environ, **{yamlcache.ENV: str(cache)})
+
+    def page() -> str:
+        proc = subprocess.run([sys.executable, "-c", script, str(report)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    first = page()
+    kept = list(cache.glob("*.bytes"))
+    assert len(kept) == 2                                   # the page's template and its macros
+    assert page() == first
+    for entry in kept:
+        entry.write_bytes(entry.read_bytes()[:40])
+    assert page() == first

@@ -13,7 +13,9 @@ What the suite computes from those files once they are read, the cases derived f
 (fixtures/core.py) and the bundled vectors and scenarios as objects (harness/data/vectors.py,
 harness/ost/scenario_file.py), is kept the same way (`remember`): pickled, under a name that also covers
 the computation's inputs and every file of the installed package (its path, size and time of
-change), so that any change to the code or its data computes it afresh.
+change), so that any change to the code or its data computes it afresh.  Bytes computed from the
+package alone are kept the same way by kind and key (`keep` and `recall`: the HTML report's
+compiled templates).
 
 The cache lives in $PTLRPC_CONFORMANCE_CACHE, else $XDG_CACHE_HOME/ptlrpc-conformance, else
 ~/.cache/ptlrpc-conformance; PTLRPC_CONFORMANCE_CACHE=off turns it off.  It is only ever a
@@ -137,6 +139,32 @@ def remember(kind: str, inputs: bytes, compute: Callable[[], Any]) -> Any:
         except (OSError, pickle.PicklingError, TypeError, AttributeError):
             pass
     return value
+
+
+def recall(kind: str, key: str) -> bytes | None:
+    """The bytes `keep(kind, key, ...)` stored in this or an earlier run of the same package
+    files and Python, or None."""
+    where = _usable()
+    if where is None:
+        return None
+    try:
+        return (where / f"{_kept_name(kind, key)}.bytes").read_bytes()
+    except OSError:
+        return None
+
+
+def keep(kind: str, key: str, data: bytes) -> None:
+    """Store `data` for `recall` (nothing when the cache is off or cannot be written)."""
+    where = _usable()
+    if where is not None:
+        try:
+            _write(where / f"{_kept_name(kind, key)}.bytes", data)
+        except OSError:
+            pass
+
+
+def _kept_name(kind: str, key: str) -> str:
+    return digest("keep", kind, sys.version, package_fingerprint(), key)
 
 
 def known(*parts: str) -> bool:
