@@ -5,7 +5,8 @@ import sys
 import pytest
 
 from conftest import TESTS
-from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, IUTStartError, NotApplicable, UsageError, as_sent
+from ptlrpc_conformance.harness.transport.adapter import (MAX_DEPTH, InProcessAdapter, IUTStartError, NotApplicable,
+                                                          UsageError, as_sent, plain_copy, too_deep)
 from ptlrpc_conformance.harness.transport.exec import ExecAdapter
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 from ptlrpc_conformance.harness.data.vectors import load_all
@@ -96,6 +97,42 @@ def test_an_in_process_iut_gets_the_request_a_process_would_read():
     with InProcessAdapter(Mutating()) as a:
         assert a.call(request).kind == "error"
     assert request == before
+
+
+def test_an_in_process_response_is_read_as_a_process_would_send_it():
+    """A response of plain JSON values is copied, equal to its JSON round trip; anything else
+    (tuples, floats, integer keys, bytes, nesting past MAX_DEPTH) goes through JSON itself, so the
+    outcome is what it was: lists for tuples, a crash for bytes, a protocol failure for depth."""
+    plain = {"ok": True, "result": {"fields": {"a": [1, -2, {"b": None}], "s": "\udc80"}, "valid": []}}
+    copied = plain_copy(plain)
+    assert copied == json.loads(json.dumps(plain)) and copied is not plain
+    assert copied["result"]["fields"]["a"] is not plain["result"]["fields"]["a"]
+    for other in ({"a": (1,)}, {"a": 1.5}, {1: "x"}, {"a": b"x"}):
+        assert plain_copy(other) is None
+
+    def nested(k):
+        v = 0
+        for _ in range(k):
+            v = [v]
+        return v
+    for k in (MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1):
+        v = nested(k)
+        assert (plain_copy(v) is None) == too_deep(json.dumps(v), v), k
+
+    answers = {"tuple": {"ok": True, "result": {"fields": (1, 2)}},
+               "bytes": {"ok": True, "result": {"data": b"x"}},
+               "deep": {"ok": True, "result": nested(MAX_DEPTH + 5)}}
+
+    class Answers:
+        def handle(self, request):
+            if request["op"] == "hello":
+                return Batched.HELLO
+            return answers[request["data"]]
+    with InProcessAdapter(Answers()) as a:
+        tup, raw, deep = (a.call({"op": "decode", "direction": "request", "data": k}) for k in answers)
+    assert tup.ok and tup.result == {"fields": [1, 2]}
+    assert raw.kind == "crash" and "not JSON serializable" in raw.detail
+    assert deep.kind == "protocol" and f"more than {MAX_DEPTH} deep" in deep.detail
 
 
 class Batched:

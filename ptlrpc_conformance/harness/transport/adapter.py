@@ -142,12 +142,17 @@ class InProcessAdapter(Adapter):
             self.log(">", json.dumps(request))
         try:
             response = self.target.handle(wire)
-            out = json.dumps(response)
-            response = json.loads(out)
+            received = plain_copy(response)
+            if received is None:            # anything else goes through JSON, as a process's would
+                out = json.dumps(response)
+                response = json.loads(out)
+            else:
+                out, response = None, received
         except Exception as e:  # the IUT misbehaved: a failed case, never a broken run
             return self._raised(e)[0]
-        self.log("<", out)
-        if too_deep(out, response):
+        if self.io_log is not None:
+            self.log("<", out if out is not None else json.dumps(response))
+        if out is not None and too_deep(out, response):
             return Outcome.protocol(f"response nests arrays and objects more than {MAX_DEPTH} deep")
         return self._checked(response)
 
@@ -208,6 +213,39 @@ def as_sent(request: dict) -> dict:
     if all(type(k) is str and type(v) in _SCALARS for k, v in request.items()):
         return dict(request)
     return json.loads(json.dumps(request))
+
+
+class _NotPlain(Exception):
+    pass
+
+
+def plain_copy(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """A copy of `value` when it is made of objects with string keys, arrays, strings,
+    integers, booleans and nulls only, nested at most `limit` deep: what a JSON round trip gives
+    back equal, in about a third of its time.  None for anything else (a tuple, a float, bytes,
+    deeper nesting), which the caller sends through the JSON round trip itself."""
+    try:
+        return _plain(value, limit)
+    except _NotPlain:
+        return None
+
+
+def _plain(value: Any, left: int) -> Any:
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if left <= 0:
+        raise _NotPlain
+    if kind is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is not str:
+                raise _NotPlain
+            out[k] = _plain(v, left - 1)
+        return out
+    if kind is list:
+        return [_plain(v, left - 1) for v in value]
+    raise _NotPlain
 
 
 def too_deep(text, value, limit: int = MAX_DEPTH) -> bool:
