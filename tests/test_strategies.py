@@ -64,11 +64,15 @@ def test_packed_ints_shrink_towards_zero():
     assert find(packed_ints(1000, 1000, 1000), lambda t: t[1] > 0) == (0, 1, 0)
 
 
+def block_parts():
+    return choice("abc"), number(1000, 10), up_to(5), list_of(choice([7, 8]), 3), one_of(choice(["x"]), number(9)), \
+        raw_bytes(2)
+
+
 def test_blocks_read_what_they_say_and_zero_bytes_as_the_simplest_value():
     """Each block of a one-draw strategy reads its own bytes: all zero bytes are its simplest
     value (what a failing example shrinks to), and every value stays in range."""
-    block = joined(choice("abc"), number(1000, 10), up_to(5), list_of(choice([7, 8]), 3),
-                   one_of(choice(["x"]), number(9)), raw_bytes(2))
+    block = joined(*block_parts())
     assert block.read(bytes(block.size)) == ("a", 10, b"", [], "x", b"\0\0")
     seen = set()
 
@@ -83,11 +87,6 @@ def test_blocks_read_what_they_say_and_zero_bytes_as_the_simplest_value():
     assert {("letter", c) for c in "abc"} <= seen and {("n", 10), ("n", 11), ("n", 1000), ("n", 999)} <= seen
     assert {("len", 0), ("len", 5), ("items", 0), ("items", 3), ("either", "x")} <= seen
     assert any(k == "n" and 300 < v < 999 for k, v in seen)         # not only edges and small values
-
-
-def block_parts():
-    return choice("abc"), number(1000, 10), up_to(5), list_of(choice([7, 8]), 3), one_of(choice(["x"]), number(9)), \
-        raw_bytes(2)
 
 
 def test_a_choice_of_more_than_256_options_reaches_the_last():

@@ -152,10 +152,9 @@ def collector_back() -> None:
     objects made so far (modules, collected cases, facts) frozen out of its walks, and the
     young generation sized for the run (runstate.RUN_GC_THRESHOLD; cmd_certify puts the old
     sizes back)."""
-    from ptlrpc_conformance.harness.runstate import RUN_GC_THRESHOLD
+    from ptlrpc_conformance.harness.runstate import collector_for_the_cases
     if not gc.isenabled():
-        gc.freeze()
-        gc.set_threshold(*RUN_GC_THRESHOLD)
+        collector_for_the_cases()
         gc.enable()
 
 

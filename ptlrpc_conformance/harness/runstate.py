@@ -2,6 +2,8 @@
 report collector, the CLI), and why a run stopped early."""
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 IUT_START_FAILURE = pytest.StashKey[str]()
@@ -21,6 +23,14 @@ DESELECTED = pytest.StashKey[dict]()          # the conformance cases a selectio
 # 560 times in a serial certification of the reference, 0.34 s of CPU; at this size about 20
 # times, 0.12 s (timed with gc.callbacks).  The garbage it lets wait is a few megabytes.
 RUN_GC_THRESHOLD = (20000, 20, 20)
+
+
+def collector_for_the_cases() -> None:
+    """What the collection made moved out of the garbage collector's sight (gc.freeze), and its
+    young generation sized for the cases (RUN_GC_THRESHOLD): in the command line's process
+    (cli/session.py) and in its xdist workers (plugin/hooks.py)."""
+    gc.freeze()
+    gc.set_threshold(*RUN_GC_THRESHOLD)
 
 
 def stop_reason(session, exitstatus) -> str | None:

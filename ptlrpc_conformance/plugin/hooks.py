@@ -23,8 +23,8 @@ from ptlrpc_conformance.harness.options import BY_DEST
 from ptlrpc_conformance.harness.outputs import gate
 from ptlrpc_conformance.harness.outputs.report import Collector
 from ptlrpc_conformance.harness.runstate import (
-    ADAPTER, CLI_RUN, COLLECTOR, DESELECTED, HELLO, IUT_LOST, IUT_START_FAILURE, RUN_GC_THRESHOLD, SMOKE,
-    STOP_REASON, WORKER_USAGE_ERROR)
+    ADAPTER, CLI_RUN, COLLECTOR, DESELECTED, HELLO, IUT_LOST, IUT_START_FAILURE, SMOKE, STOP_REASON,
+    WORKER_USAGE_ERROR, collector_for_the_cases)
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_check
 from ptlrpc_conformance.harness.verdicts import release
@@ -395,13 +395,11 @@ def pytest_sessionfinish(session):
 
 def pytest_collection_finish(session):
     """An xdist worker of a run the command line started collects like the command line's own
-    process (cli/session.py, collector_back): what the collection made is moved out of the
-    garbage collector's sight, and its young generation is sized for the run
-    (RUN_GC_THRESHOLD).  The worker ends with the run, so nothing needs putting back."""
+    process (cli/session.py, collector_back: runstate.collector_for_the_cases).  The worker
+    ends with the run, so nothing needs putting back."""
     workerinput = getattr(session.config, "workerinput", None)
     if workerinput is not None and workerinput.get("conformance_cli"):
-        gc.freeze()
-        gc.set_threshold(*RUN_GC_THRESHOLD)
+        collector_for_the_cases()
 
 
 @pytest.hookimpl(trylast=True)

@@ -113,16 +113,25 @@ class TargetMachine(BudgetedMachine):
             return
         self.s.body_op(self.c(name), "OST_SETATTR", oid, _valid(bits), o_atime=atime, o_mtime=mtime, o_ctime=ctime,
                        o_mode=mode, o_uid=uid, o_gid=gid, o_projid=projid, o_size=size, o_blocks=size)
+        self._read_back(name, oid)
+
+    def _read_back(self, name: str, oid: int) -> None:
+        """OST_GETATTR of `oid` after a change by `name`: from the read-only client when it is
+        connected, else from the first connected one."""
         reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
         self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
+
+    def _on_object(self, args, opc: str) -> None:
+        """`opc` by a client on a modelled object, when the client is connected and there is one."""
+        name, pick = args
+        oid = self.oid(pick)
+        if self._connected(name) and oid is not None:
+            self.s.body_op(self.c(name), opc, oid)
 
     @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
     def getattr(self, args):
-        name, pick = args
-        oid = self.oid(pick)
-        if self._connected(name) and oid is not None:
-            self.s.body_op(self.c(name), "OST_GETATTR", oid)
+        self._on_object(args, "OST_GETATTR")
 
     @rule(args=drawn_as_one(choice(CLIENTS), PICK, a_few_block(PUNCH_BITS, 3), *map(number, (
         1 << 40, MAX_TIME, MAX_TIME, MAX_TIME, MAX_ID, MAX_ID, MAX_ID))))
@@ -138,24 +147,17 @@ class TargetMachine(BudgetedMachine):
                        o_blocks=EOF, o_atime=atime, o_mtime=mtime, o_ctime=ctime, o_uid=uid, o_gid=gid,
                        o_projid=projid, o_mode=0o100600)
         if bits:
-            reader = next(self.c(n) for n in ("c3", "c1", "c2", name) if self.c(n).connected)
-            self.s.body_op(reader, "OST_GETATTR", oid, note="read back")
+            self._read_back(name, oid)
 
     @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
     def destroy(self, args):
-        name, pick = args
-        oid = self.oid(pick)
-        if self._connected(name) and oid is not None:
-            self.s.body_op(self.c(name), "OST_DESTROY", oid)
+        self._on_object(args, "OST_DESTROY")
 
     @rule(args=drawn_as_one(choice(CLIENTS), PICK))
     @budgeted
     def sync(self, args):
-        name, pick = args
-        oid = self.oid(pick)
-        if self._connected(name) and oid is not None:
-            self.s.body_op(self.c(name), "OST_SYNC", oid)
+        self._on_object(args, "OST_SYNC")
 
     @rule(args=drawn_as_one(choice(CLIENTS), choice(["OBD_PING", "OST_STATFS"])))
     @budgeted
