@@ -128,3 +128,27 @@ def test_no_compatibility_paths_of_an_unreleased_layout():
             importlib.import_module(f"{NAME}.harness.{old}")
     from ptlrpc_conformance.harness.data import vector_schema
     assert not hasattr(vector_schema, "Validator")
+
+
+def test_what_the_reference_imports_is_said_as_it_is():
+    """The reference's codec and structures need the standard library alone; its target reads
+    spec/target.yaml with PyYAML, so no document says the reference is standard library only."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from ptlrpc_conformance.reference import codec, structs\n"
+            "assert 'yaml' not in sys.modules\n"
+            "from ptlrpc_conformance.reference.target import Target\n"
+            "from ptlrpc_conformance.reference.target_config import TargetConfig\n"
+            "Target(TargetConfig())\n"
+            "print('yaml' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+    root = PACKAGE.parent
+    said = {"docs/architecture.md": (root / "docs" / "architecture.md").read_text(encoding="utf-8"),
+            "reference/testee.py": (PACKAGE / "reference" / "testee.py").read_text(encoding="utf-8")}
+    for where, text in said.items():
+        flat = " ".join(text.split())
+        assert "node as its code reads, standard library only" not in flat, where
+        assert "docs/testee-protocol.md. Standard library only." not in flat, where
+        assert "PyYAML" in flat, where
