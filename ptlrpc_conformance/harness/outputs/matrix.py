@@ -68,7 +68,7 @@ class FingerprintCollector:
     def pytest_collection_finish(self, session):
         from ptlrpc_conformance.harness import settings
         from ptlrpc_conformance.harness.verdicts import release
-        run = settings.for_profile(self.profile)
+        run = settings.of(session.config)          # the run's settings: --conformance-profile self.profile
         known = registry.requirements()
         for item in session.items:
             props = dict(item.user_properties)
