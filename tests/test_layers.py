@@ -57,7 +57,7 @@ def part(module: str) -> str | None:
     if parts[0] == "harness":
         if len(parts) > 1 and (PACKAGE / "harness" / parts[1]).is_dir():
             return parts[1]
-        return "harness"       # options, runstate and the compatibility paths at harness/'s top
+        return "harness"       # options, settings and runstate at harness/'s top
     return parts[0]
 
 

@@ -7,6 +7,8 @@ import ast
 import importlib
 import pathlib
 
+import pytest
+
 import ptlrpc_conformance
 
 PACKAGE = pathlib.Path(ptlrpc_conformance.__file__).parent
@@ -118,10 +120,35 @@ def test_harness_levels_are_small():
         assert len(modules) <= MAX_MODULES_PER_LEVEL, (folder, sorted(p.name for p in modules))
 
 
-def test_documented_import_paths_still_work():
-    assert callable(importlib.import_module(f"{NAME}.harness.adapter").load_adapter)
-    assert importlib.import_module(f"{NAME}.harness.adapter").NotApplicable is \
-        importlib.import_module(f"{NAME}.harness.transport.adapter").NotApplicable
-    assert callable(importlib.import_module(f"{NAME}.harness.vectors").load_all)
-    lnet = importlib.import_module(f"{NAME}.harness.lnet")
-    assert callable(lnet.read_pcap) and callable(lnet.write_pcap) and callable(lnet.make_nid)
+def test_no_compatibility_paths_of_an_unreleased_layout():
+    """The package was never released with the harness unsplit: no module at harness/'s top
+    re-exports a subpackage's names for code written against that layout."""
+    for old in ("adapter", "vectors", "lnet"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"{NAME}.harness.{old}")
+    from ptlrpc_conformance.harness.data import vector_schema
+    assert not hasattr(vector_schema, "Validator")
+
+
+def test_what_the_reference_imports_is_said_as_it_is():
+    """The reference's codec and structures need the standard library alone; its target reads
+    spec/target.yaml with PyYAML, so no document says the reference is standard library only."""
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "from ptlrpc_conformance.reference import codec, structs\n"
+            "assert 'yaml' not in sys.modules\n"
+            "from ptlrpc_conformance.reference.target import Target\n"
+            "from ptlrpc_conformance.reference.target_config import TargetConfig\n"
+            "Target(TargetConfig())\n"
+            "print('yaml' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+    root = PACKAGE.parent
+    said = {"docs/architecture.md": (root / "docs" / "architecture.md").read_text(encoding="utf-8"),
+            "reference/testee.py": (PACKAGE / "reference" / "testee.py").read_text(encoding="utf-8")}
+    for where, text in said.items():
+        flat = " ".join(text.split())
+        assert "node as its code reads, standard library only" not in flat, where
+        assert "docs/testee-protocol.md. Standard library only." not in flat, where
+        assert "PyYAML" in flat, where

@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from ptlrpc_conformance.harness import lnet  # the documented compatibility path: also tests it
+from ptlrpc_conformance.harness.capture import pcap, socklnd
 from ptlrpc_conformance.harness.data.vectors import load_all
 
 
@@ -41,7 +41,7 @@ def _strip(records):
 
 
 def _read(path):
-    return _strip(lnet.read_pcap(path))
+    return _strip(pcap.read_pcap(path))
 
 
 def _rewrite(src, dst, transform, linktype=None):
@@ -68,15 +68,15 @@ def test_round_trip(tmp_path, segment, coalesce):
     recs = _records()
     if segment == 7:        # keep the 7-byte case fast
         recs = [dict(r, request=r["request"][:3000]) for r in recs]
-    lnet.write_pcap(path, recs, segment=segment, coalesce=coalesce)
+    pcap.write_pcap(path, recs, segment=segment, coalesce=coalesce)
     assert _read(path) == recs
 
 
 def test_coalesced_requests_share_segments(tmp_path):
     path = tmp_path / "t.pcap"
     recs = [{"client": "127.0.0.2@tcp", "xid": i, "request": SMALL[i], "reply": None} for i in range(5)]
-    lnet.write_pcap(path, recs, coalesce=True)
-    data_packets = [p for p in lnet.packets(path) if len(p.data) > 54]
+    pcap.write_pcap(path, recs, coalesce=True)
+    data_packets = [p for p in pcap.packets(path) if len(p.data) > 54]
     # connreq, two hellos, then one segment holding all five requests
     assert len(data_packets) == 4
     assert _read(path) == recs
@@ -85,8 +85,8 @@ def test_coalesced_requests_share_segments(tmp_path):
 def test_clients_by_name_get_their_own_connection(tmp_path):
     path = tmp_path / "t.pcap"
     recs = [{"client": name, "xid": 5, "request": SMALL[0], "reply": SMALL[1]} for name in ("c1", "c2", "10.1.2.3")]
-    lnet.write_pcap(path, recs)
-    got = lnet.read_pcap(path)
+    pcap.write_pcap(path, recs)
+    got = pcap.read_pcap(path)
     assert [r["client"] for r in got] == ["127.0.0.2@tcp", "127.0.0.3@tcp", "10.1.2.3@tcp"]
     assert [(r["xid"], r["request"], r["reply"]) for r in got] == [(5, SMALL[0], SMALL[1])] * 3
 
@@ -94,7 +94,7 @@ def test_clients_by_name_get_their_own_connection(tmp_path):
 def test_reordered_retransmitted_and_overlapping_segments(tmp_path):
     src, dst = tmp_path / "a.pcap", tmp_path / "b.pcap"
     recs = _records()[:3]
-    lnet.write_pcap(src, recs, segment=40)
+    pcap.write_pcap(src, recs, segment=40)
 
     def shuffle(packets):
         head, data = packets[:12], packets[12:]   # handshakes and hellos of the first connections stay
@@ -112,9 +112,9 @@ def test_reordered_retransmitted_and_overlapping_segments(tmp_path):
 def test_overlapping_retransmission_with_new_bytes(tmp_path):
     """A retransmitted segment that starts before the next expected byte and carries more."""
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     conn = w.connection("127.0.0.2")
-    msg = lnet.ksock_lnet_put(conn.client_nid, w.server_nid, 28, 9, SMALL[0])
+    msg = socklnd.ksock_lnet_put(conn.client_nid, w.server_nid, 28, 9, SMALL[0])
     start = conn.seq[True]
     conn.send(True, msg[:60])
     conn.seq[True] = (start + 30) & 0xFFFFFFFF      # resend from byte 30, now to the end
@@ -126,7 +126,7 @@ def test_overlapping_retransmission_with_new_bytes(tmp_path):
 
 def test_early_reply_then_real_reply_keeps_the_last(tmp_path):
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     c.put(True, 28, 77, SMALL[0])
     c.put(False, 4, 77, SMALL[1])              # early reply
@@ -136,7 +136,7 @@ def test_early_reply_then_real_reply_keeps_the_last(tmp_path):
     w.close()
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
-    trace = lnet.scan_pcap(path)
+    trace = pcap.scan_pcap(path)
     assert _strip(trace.records) == [{"client": "127.0.0.2@tcp", "xid": 77, "request": SMALL[0], "reply": SMALL[2]}]
     assert [(m.match_bits, m.payload) for m in trace.orphan_replies] == [(78, SMALL[3])]
     assert trace.messages == 5
@@ -144,28 +144,28 @@ def test_early_reply_then_real_reply_keeps_the_last(tmp_path):
 
 def test_resent_request_pairs_with_the_reply_after_it(tmp_path):
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     c.put(True, 28, 5, SMALL[0])
     c.put(True, 28, 5, SMALL[1])     # resent, no reply to the first
     c.put(False, 4, 5, SMALL[2])
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
-    assert [r["reply"] for r in lnet.read_pcap(path)] == [None, SMALL[2]]
+    assert [r["reply"] for r in pcap.read_pcap(path)] == [None, SMALL[2]]
 
 
 def test_big_endian_sender_and_noop(tmp_path):
     """A hello whose magic is byte-swapped makes the ksock header big-endian; the LNet header
     stays little-endian.  NOOP messages are skipped."""
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2", hello=False)
-    c.send(True, lnet.acceptor_connreq(w.server_nid))
-    c.send(True, struct.pack(">IIQQIIQQII", lnet.LNET_PROTO_MAGIC, 3, c.client_nid, w.server_nid,
+    c.send(True, socklnd.acceptor_connreq(w.server_nid))
+    c.send(True, struct.pack(">IIQQIIQQII", socklnd.LNET_PROTO_MAGIC, 3, c.client_nid, w.server_nid,
                              12345, 12345, 1, 0, 0, 1) + b"\x7f\0\0\2")      # one (deprecated) address
-    le = lnet.ksock_lnet_put(c.client_nid, w.server_nid, 28, 11, SMALL[0])
-    be = struct.pack(">IIQQ", lnet.KSOCK_MSG_LNET, 0, 0, 0) + le[24:]
-    c.send(True, struct.pack(">IIQQ", lnet.KSOCK_MSG_NOOP, 0, 0, 0) + be, segment=33)
+    le = socklnd.ksock_lnet_put(c.client_nid, w.server_nid, 28, 11, SMALL[0])
+    be = struct.pack(">IIQQ", socklnd.KSOCK_MSG_LNET, 0, 0, 0) + le[24:]
+    c.send(True, struct.pack(">IIQQ", socklnd.KSOCK_MSG_NOOP, 0, 0, 0) + be, segment=33)
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
     assert _read(path) == [{"client": "127.0.0.2@tcp", "xid": 11, "request": SMALL[0], "reply": None}]
@@ -173,17 +173,17 @@ def test_big_endian_sender_and_noop(tmp_path):
 
 def test_protocol_v4_wide_nids(tmp_path):
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2", hello=False)
 
     def nid16(ip):
-        return bytes([0, lnet.SOCKLND]) + b"\0\0" + bytes(map(int, ip.split("."))) + bytes(12)
-    c.send(True, struct.pack("<II", lnet.LNET_PROTO_MAGIC, 4) + nid16("127.0.0.2") + nid16("127.0.0.1")
+        return bytes([0, socklnd.SOCKLND]) + b"\0\0" + bytes(map(int, ip.split("."))) + bytes(12)
+    c.send(True, struct.pack("<II", socklnd.LNET_PROTO_MAGIC, 4) + nid16("127.0.0.2") + nid16("127.0.0.1")
            + struct.pack("<IIQQII", 12345, 12345, 1, 0, 0, 0))
     hdr = (nid16("127.0.0.1") + nid16("127.0.0.2") + struct.pack("<IIII", 12345, 12345, 1, len(SMALL[0]))
            + struct.pack("<QQQQII", ~0 & (2**64 - 1), ~0 & (2**64 - 1), 21, 0, 28, 0))
-    assert len(hdr) == lnet.LNET_HDR_NID16_SIZE
-    c.send(True, struct.pack("<IIQQ", lnet.KSOCK_MSG_LNET, 0, 0, 0) + hdr + SMALL[0])
+    assert len(hdr) == socklnd.LNET_HDR_NID16_SIZE
+    c.send(True, struct.pack("<IIQQ", socklnd.KSOCK_MSG_LNET, 0, 0, 0) + hdr + SMALL[0])
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
     assert _read(path) == [{"client": "127.0.0.2@tcp", "xid": 21, "request": SMALL[0], "reply": None}]
@@ -197,7 +197,7 @@ def _pcapng(src, dst):
         return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
     out = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
     out += block(1, struct.pack("<HHI", 1, 0, 262144))
-    for p in lnet.packets(src):
+    for p in pcap.packets(src):
         out += block(6, struct.pack("<IIIII", 0, 0, p.number, len(p.data), len(p.data)) + p.data)
     open(dst, "wb").write(out)
 
@@ -205,7 +205,7 @@ def _pcapng(src, dst):
 def test_pcapng_and_raw_ip(tmp_path):
     src = tmp_path / "a.pcap"
     recs = _records()[:3]
-    lnet.write_pcap(src, recs, segment=300)
+    pcap.write_pcap(src, recs, segment=300)
     _pcapng(src, tmp_path / "b.pcapng")
     assert _read(tmp_path / "b.pcapng") == recs
     _rewrite(src, tmp_path / "c.pcap", lambda rs: [(h, f[14:]) for h, f in rs], linktype=228)
@@ -215,7 +215,7 @@ def test_pcapng_and_raw_ip(tmp_path):
 def test_other_traffic_is_ignored(tmp_path):
     src, dst = tmp_path / "a.pcap", tmp_path / "b.pcap"
     recs = _records()[:2]
-    lnet.write_pcap(src, recs)
+    pcap.write_pcap(src, recs)
 
     def add_noise(rs):
         h, f = rs[5]
@@ -235,48 +235,48 @@ def test_other_traffic_is_ignored(tmp_path):
 def test_not_a_capture(tmp_path):
     p = tmp_path / "x.pcap"
     p.write_text("hello, world\n")
-    with pytest.raises(lnet.TraceError, match=r"x\.pcap: not a pcap or pcapng file"):
-        lnet.read_pcap(p)
+    with pytest.raises(socklnd.TraceError, match=r"x\.pcap: not a pcap or pcapng file"):
+        pcap.read_pcap(p)
     with pytest.raises(ValueError, match="cannot open"):
-        lnet.read_pcap(tmp_path / "missing.pcap")
+        pcap.read_pcap(tmp_path / "missing.pcap")
 
 
 def test_truncated_capture_names_the_packet(tmp_path):
     src = tmp_path / "a.pcap"
-    lnet.write_pcap(src, _records()[:2])
+    pcap.write_pcap(src, _records()[:2])
     data = src.read_bytes()
     cut = tmp_path / "cut.pcap"
     cut.write_bytes(data[:-10])
-    with pytest.raises(lnet.TraceError) as e:
-        lnet.read_pcap(cut)
-    n = len(list(lnet.packets(src)))
+    with pytest.raises(socklnd.TraceError) as e:
+        pcap.read_pcap(cut)
+    n = len(list(pcap.packets(src)))
     assert e.value.packet == n and f"packet {n}" in str(e.value) and "cut.pcap" in str(e.value)
 
 
 def test_stream_without_its_start(tmp_path):
     src, dst = tmp_path / "a.pcap", tmp_path / "b.pcap"
-    lnet.write_pcap(src, _records()[:1], segment=50)
+    pcap.write_pcap(src, _records()[:1], segment=50)
     # drop the handshake, the hellos and the first segment of the request
     _rewrite(src, dst, lambda rs: rs[7:])
-    with pytest.raises(lnet.TraceError, match=r"packet 1: .*SYN is not in the capture"):
-        lnet.read_pcap(dst)
+    with pytest.raises(socklnd.TraceError, match=r"packet 1: .*SYN is not in the capture"):
+        pcap.read_pcap(dst)
 
 
 def test_garbage_in_a_stream(tmp_path):
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     c.put(True, 28, 1, SMALL[0])
     c.send(True, b"\xde\xad\xbe\xef" * 10)
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
-    with pytest.raises(lnet.TraceError, match=r"packet 8: TCP 127\.0\.0\.2:1023 -> 127\.0\.0\.1:988: .*0xefbeadde"):
-        lnet.read_pcap(path)
+    with pytest.raises(socklnd.TraceError, match=r"packet 8: TCP 127\.0\.0\.2:1023 -> 127\.0\.0\.1:988: .*0xefbeadde"):
+        pcap.read_pcap(path)
 
 
 def test_snap_length_cut(tmp_path):
     src, dst = tmp_path / "a.pcap", tmp_path / "b.pcap"
-    lnet.write_pcap(src, _records()[:1])
+    pcap.write_pcap(src, _records()[:1])
     data = src.read_bytes()
     # packets over 200 bytes cut to 200, as a capture with snap length 200 holds them
     out = bytearray(data[:24])
@@ -290,19 +290,19 @@ def test_snap_length_cut(tmp_path):
             out += data[pos:pos + 16 + incl]
         pos += 16 + incl
     dst.write_bytes(bytes(out))
-    with pytest.raises(lnet.TraceError, match="snap length"):
-        lnet.read_pcap(dst)
+    with pytest.raises(socklnd.TraceError, match="snap length"):
+        pcap.read_pcap(dst)
 
 
 def test_nids():
-    nid = lnet.make_nid("192.168.1.7", 3)
+    nid = socklnd.make_nid("192.168.1.7", 3)
     assert nid == (0x00020003 << 32) | 0xC0A80107
-    assert lnet.nid_str(nid) == "192.168.1.7@tcp3"
-    assert lnet.parse_nid("192.168.1.7@tcp3") == nid
-    assert lnet.nid_str(lnet.make_nid("10.0.0.1", 0, 5)) == "10.0.0.1@o2ib"
-    assert lnet.nid_str(9 << 48) == "0@lo"
+    assert socklnd.nid_str(nid) == "192.168.1.7@tcp3"
+    assert socklnd.parse_nid("192.168.1.7@tcp3") == nid
+    assert socklnd.nid_str(socklnd.make_nid("10.0.0.1", 0, 5)) == "10.0.0.1@o2ib"
+    assert socklnd.nid_str(9 << 48) == "0@lo"
     with pytest.raises(ValueError):
-        lnet.parse_nid("c1")
+        socklnd.parse_nid("c1")
 
 
 # ------------------------------------------------------------------------------------
@@ -311,19 +311,19 @@ def test_nids():
 
 def test_checksums_verify(tmp_path):
     path = tmp_path / "t.pcap"
-    lnet.write_pcap(path, _records()[:3], segment=333)
-    for p in lnet.packets(path):
+    pcap.write_pcap(path, _records()[:3], segment=333)
+    for p in pcap.packets(path):
         ip = p.data[14:34]
-        assert lnet.internet_checksum(ip) == 0, f"IPv4 header checksum of packet {p.number}"
+        assert pcap.internet_checksum(ip) == 0, f"IPv4 header checksum of packet {p.number}"
         tcp = p.data[34:]
         pseudo = ip[12:20] + struct.pack("!BBH", 0, 6, len(tcp))
-        assert lnet.internet_checksum(pseudo, tcp) == 0, f"TCP checksum of packet {p.number}"
+        assert pcap.internet_checksum(pseudo, tcp) == 0, f"TCP checksum of packet {p.number}"
 
 
 @pytest.mark.needs_tool("tshark")
 def test_tshark_finds_the_checksums_and_sequence_numbers_right(tmp_path):
     path = tmp_path / "t.pcap"
-    lnet.write_pcap(path, _records()[:3], segment=500)
+    pcap.write_pcap(path, _records()[:3], segment=500)
     out = subprocess.run(["tshark", "-n", "-r", str(path), "-o", "ip.check_checksum:TRUE",
                           "-o", "tcp.check_checksum:TRUE", "-T", "fields", "-e", "ip.checksum.status",
                           "-e", "tcp.checksum.status", "-e", "tcp.analysis.flags", "-e", "_ws.expert.severity"],
@@ -337,7 +337,7 @@ def test_tshark_finds_the_checksums_and_sequence_numbers_right(tmp_path):
 def test_damaged_captures_raise_only_trace_errors(tmp_path):
     """Random damage to a pcap and a pcapng file: a TraceError or records, never another exception."""
     src = tmp_path / "a.pcap"
-    lnet.write_pcap(src, _records()[:3], segment=120)
+    pcap.write_pcap(src, _records()[:3], segment=120)
     _pcapng(src, tmp_path / "a.pcapng")
     rng = random.Random(7)
     target = tmp_path / "damaged"
@@ -350,8 +350,8 @@ def test_damaged_captures_raise_only_trace_errors(tmp_path):
                 data = data[:rng.randrange(len(data))]
             target.write_bytes(bytes(data))
             try:
-                lnet.read_pcap(target)
-            except lnet.TraceError as e:
+                pcap.read_pcap(target)
+            except socklnd.TraceError as e:
                 assert str(e).startswith(str(target))
 
 
@@ -362,8 +362,8 @@ def test_a_pcapng_block_too_short_for_its_fields(tmp_path):
     path = tmp_path / "short.pcapng"
     path.write_bytes(block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
                      + block(1, struct.pack("<HHI", 1, 0, 0)) + block(6, b""))
-    with pytest.raises(lnet.TraceError, match=r"short\.pcapng: packet 1: .*damaged"):
-        lnet.read_pcap(path)
+    with pytest.raises(socklnd.TraceError, match=r"short\.pcapng: packet 1: .*damaged"):
+        pcap.read_pcap(path)
 
 
 # ------------------------------------------------------------------------------------
@@ -372,12 +372,12 @@ def test_a_pcapng_block_too_short_for_its_fields(tmp_path):
 
 def test_a_lost_segment_is_an_error_naming_the_stream_and_packet(tmp_path, run_cli):
     src, dst = tmp_path / "a.pcap", tmp_path / "lost.pcap"
-    lnet.write_pcap(src, _records()[:3], segment=50)
-    n = len(list(lnet.packets(src)))
+    pcap.write_pcap(src, _records()[:3], segment=50)
+    n = len(list(pcap.packets(src)))
     # drop packet 10 (a segment of the first request); packet 11 follows the gap
     _rewrite(src, dst, lambda rs: rs[:9] + rs[10:])
-    with pytest.raises(lnet.TraceError) as e:
-        lnet.read_pcap(dst)
+    with pytest.raises(socklnd.TraceError) as e:
+        pcap.read_pcap(dst)
     msg = str(e.value)
     assert e.value.packet == 10 and msg.startswith(f"{dst}: packet 10: bytes missing before seq ")
     assert "(relative seq " in msg and "in stream TCP 127.0.0.2:1023 -> 127.0.0.1:988: 50 bytes" in msg
@@ -390,18 +390,18 @@ def test_a_lost_segment_is_an_error_naming_the_stream_and_packet(tmp_path, run_c
 def test_a_capture_that_ends_mid_message_names_the_last_packet(tmp_path):
     src, dst = tmp_path / "a.pcap", tmp_path / "cut.pcap"
     recs = [{"client": "127.0.0.2@tcp", "xid": 1, "request": SMALL[0], "reply": None}]
-    lnet.write_pcap(src, recs, segment=40)
-    packets = list(lnet.packets(src))
+    pcap.write_pcap(src, recs, segment=40)
+    packets = list(pcap.packets(src))
     keep = len(packets) - 5           # the FIN exchange (3) and the request's last 2 segments go
     _rewrite(src, dst, lambda rs: rs[:keep])
-    with pytest.raises(lnet.TraceError, match=rf"packet {keep}: stream TCP 127\.0\.0\.2:1023 -> "
+    with pytest.raises(socklnd.TraceError, match=rf"packet {keep}: stream TCP 127\.0\.0\.2:1023 -> "
                                               r"127\.0\.0\.1:988 ends in the middle of a socklnd message"):
-        lnet.read_pcap(dst)
+        pcap.read_pcap(dst)
 
 
 def test_a_reply_without_its_request_is_an_error(tmp_path):
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     c.put(True, 28, 77, SMALL[0])
     c.put(False, 4, 77, SMALL[1])
@@ -409,22 +409,22 @@ def test_a_reply_without_its_request_is_an_error(tmp_path):
     w.close()
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
-    assert [m.match_bits for m in lnet.scan_pcap(path).orphan_replies] == [78]    # scan_pcap reports it
-    with pytest.raises(lnet.TraceError, match=rf"packet {late}: a reply from 127\.0\.0\.1@tcp to 127\.0\.0\.2@tcp "
+    assert [m.match_bits for m in pcap.scan_pcap(path).orphan_replies] == [78]    # scan_pcap reports it
+    with pytest.raises(socklnd.TraceError, match=rf"packet {late}: a reply from 127\.0\.0\.1@tcp to 127\.0\.0\.2@tcp "
                                               r"\(portal 4, match bits 78\) answers no request in the capture"):
-        lnet.read_pcap(path)
+        pcap.read_pcap(path)
 
 
 def test_a_duplicate_syn_and_a_new_connection_on_the_same_ports(tmp_path):
     """A late duplicate of the SYN (same ISN) changes nothing; a new connection on the same
     addresses and ports (another ISN) starts a new stream."""
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     c.put(True, 28, 1, SMALL[0])
     c.put(False, 4, 1, SMALL[1])
     c.close()
-    c2 = lnet.TcpConnection(w, "127.0.0.2", c.client_port, 7)       # same ports, other ISNs
+    c2 = pcap.TcpConnection(w, "127.0.0.2", c.client_port, 7)       # same ports, other ISNs
     w.connections["127.0.0.2"] = c2
     c2.handshake()
     c2.put(True, 28, 2, SMALL[2])
@@ -442,7 +442,7 @@ def test_server_callbacks_are_not_records(tmp_path):
     """An LDLM callback the server sends the client (portal 15) and the client's answer
     (portal 16) are paired and set aside: the target rules judge what a target answers."""
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     c.put(True, 28, 5, SMALL[0])
     c.put(False, 15, 900, SMALL[1])        # blocking AST, server -> client
@@ -451,7 +451,7 @@ def test_server_callbacks_are_not_records(tmp_path):
     w.close()
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
-    trace = lnet.scan_pcap(path)
+    trace = pcap.scan_pcap(path)
     assert _strip(trace.records) == [{"client": "127.0.0.2@tcp", "xid": 5, "request": SMALL[0], "reply": SMALL[3]}]
     assert trace.callbacks == 1 and trace.orphan_replies == []
     assert _read(path) == _strip(trace.records)
@@ -460,14 +460,14 @@ def test_server_callbacks_are_not_records(tmp_path):
 def test_records_carry_the_packet_number_of_their_request(tmp_path):
     from ptlrpc_conformance.harness.ost import trace
     buf = io.BytesIO()
-    w = lnet.PcapWriter(buf)
+    w = pcap.PcapWriter(buf)
     c = w.connection("127.0.0.2")
     first = c.put(True, 28, 1, SMALL[0], segment=100)[-1]
     c.put(False, 4, 1, SMALL[1])
     second = c.put(True, 28, 2, SMALL[2])[-1]
     path = tmp_path / "t.pcap"
     path.write_bytes(buf.getvalue())
-    assert [r["packet"] for r in lnet.read_pcap(path)] == [first, second]
+    assert [r["packet"] for r in pcap.read_pcap(path)] == [first, second]
     # check-trace names a pcap record by that number (file:N)
     assert [r["line"] for r in trace.read(path)] == [first, second] and first > 7
 
@@ -484,7 +484,7 @@ def _fragment(frame: bytes, offset8: int, more: bool, ports=(2049, 2050)) -> byt
 def test_unrelated_fragments_and_unknown_link_types_are_skipped(tmp_path):
     src, dst = tmp_path / "a.pcap", tmp_path / "b.pcap"
     recs = _records()[:2]
-    lnet.write_pcap(src, recs)
+    pcap.write_pcap(src, recs)
 
     def noise(rs):
         h, f = rs[4]
@@ -494,8 +494,8 @@ def test_unrelated_fragments_and_unknown_link_types_are_skipped(tmp_path):
     # a fragment of socklnd traffic is still refused
     bad = tmp_path / "bad.pcap"
     _rewrite(src, bad, lambda rs: rs[:3] + [(rs[4][0], _fragment(rs[4][1], 0, True, (1023, 988)))] + rs[3:])
-    with pytest.raises(lnet.TraceError, match="packet 4: a fragmented IPv4 packet carries TCP port 988"):
-        lnet.read_pcap(bad)
+    with pytest.raises(socklnd.TraceError, match="packet 4: a fragmented IPv4 packet carries TCP port 988"):
+        pcap.read_pcap(bad)
     # pcapng: a second interface of a link type the reader does not know (USB, 189)
     ng = tmp_path / "c.pcapng"
     _pcapng(src, ng)
@@ -513,8 +513,8 @@ def test_unrelated_fragments_and_unknown_link_types_are_skipped(tmp_path):
     only = tmp_path / "usb.pcapng"
     only.write_bytes(head[:shb_len] + block(1, struct.pack("<HHI", 189, 0, 0))
                      + block(6, struct.pack("<IIIII", 0, 0, 0, 4, 4) + b"\x01\x02\x03\x04"))
-    with pytest.raises(lnet.TraceError, match=r"usb\.pcapng: packet 1: link type 189 is not supported"):
-        lnet.read_pcap(only)
+    with pytest.raises(socklnd.TraceError, match=r"usb\.pcapng: packet 1: link type 189 is not supported"):
+        pcap.read_pcap(only)
 
 
 def test_records_name_their_server_portal_and_reply_packet(tmp_path):
@@ -524,8 +524,8 @@ def test_records_name_their_server_portal_and_reply_packet(tmp_path):
     sample = _records()
     recs = [dict(sample[0], server="10.0.0.5", portal=6, reply_portal=4, reply_after=1),
             dict(sample[2], xid=5, reply=SMALL[3], server="10.0.0.6@tcp", portal=12, reply_portal=10)]
-    lnet.write_pcap(path, recs)
-    got = lnet.read_pcap(path)
+    pcap.write_pcap(path, recs)
+    got = pcap.read_pcap(path)
     assert _strip(got) == [{k: r[k] for k in ("client", "xid", "request", "reply")} for r in recs]
     assert [(r["server"], r["portal"]) for r in got] == [("10.0.0.5@tcp", 6), ("10.0.0.6@tcp", 12)]
     first, second = got

@@ -33,7 +33,7 @@ def test_the_example_uses_the_documented_api():
         assert used in code, used
     doc = DOC.read_text()
     for fixture in ("iut", "need", "conclude", "errno_agnostic", "iut_hello", "conformance_profile",
-                    "conformance_seed", "conformance_examples"):
+                    "conformance_seed", "conformance_examples", "run_settings"):
         assert f"`{fixture}`" in doc, fixture
 
 

@@ -82,3 +82,13 @@ def test_cases(run_cli):
 def test_no_other_count_of_cases_is_typed(pattern):
     """A count that would drift stays out of the README (the bench table says 'every case')."""
     assert not re.search(pattern, README), f"the README types a count {pattern!r} no test checks"
+
+
+def test_the_benchmark_figures_live_in_docs_performance():
+    """The README says what `bench` measures and links the figures; the figures, bench after
+    bench, are in docs/performance.md, not in the README."""
+    section = README.split("\n## Performance\n", 1)[1].split("\n## ", 1)[0]
+    assert "(docs/performance.md)" in section
+    assert "|---" not in section and not re.search(r"\d\.\d+×", section)
+    perf = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert "ptlrpc-conformance bench" in perf and perf.count("|---") >= 4

@@ -9,7 +9,7 @@ import pytest
 import iuts
 from adapters import started
 from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
-from ptlrpc_conformance.harness import lnet  # the documented compatibility path: also tests it
+from ptlrpc_conformance.harness.capture.pcap import write_pcap
 from ptlrpc_conformance.harness.data.registry import case_aliases
 from ptlrpc_conformance.harness.ost import scenario as scen, wire
 from ptlrpc_conformance.reference import make_testee
@@ -247,7 +247,7 @@ def test_check_trace_reads_a_pcap(run_cli, tmp_path):
     exchanges = [dict(r, request=bytes.fromhex(r["request"]),
                       reply=bytes.fromhex(r["reply"]) if r["reply"] else None) for r in records if "event" not in r]
     pcap = tmp_path / "trace.pcap"
-    lnet.write_pcap(pcap, exchanges, segment=200)
+    write_pcap(pcap, exchanges, segment=200)
     run = run_cli("check-trace", str(pcap), out=False)
     assert run.rc == 1 and "TGT-TRANSNO-2" in run.stdout, run.stdout + run.stderr
 
@@ -472,7 +472,7 @@ def test_check_trace_passes_ordinary_filesystem_traffic(run_cli, tmp_path):
     could not judge is counted (docs/target-rules.md §6)."""
     from ptlrpc_conformance.harness.ost import trace
     path = tmp_path / "fs.pcap"
-    lnet.write_pcap(path, _filesystem_traffic())
+    write_pcap(path, _filesystem_traffic())
     records = trace.read(path)
     result = trace.check_trace(records)
     assert result.violations == [], [str(v) for v in result.violations]
@@ -492,7 +492,7 @@ def test_check_trace_finds_a_broken_target_in_filesystem_traffic(run_cli, tmp_pa
     """In the same capture, a transno on a GETATTR, or a write's transno below one captured
     before it was sent, is still found and named."""
     path = tmp_path / "fs.pcap"
-    lnet.write_pcap(path, _filesystem_traffic(**broken))
+    write_pcap(path, _filesystem_traffic(**broken))
     run = run_cli("check-trace", str(path), out=False)
     assert run.rc == 1 and f": {rule}: client 10.0.0.10@tcp cl1-osc-0 " in run.stdout.splitlines()[0], run.stdout
 

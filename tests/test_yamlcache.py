@@ -1,6 +1,7 @@
 """The cache of parsed YAML (harness/data/yamlcache.py): a shortcut that never changes what is
 read, and never fails a run."""
 import os
+import time
 
 import pytest
 import yaml
@@ -185,3 +186,34 @@ def test_report_templates_compiled_once_render_the_same_page(cache, tmp_path):
     for entry in kept:
         entry.write_bytes(entry.read_bytes()[:40])
     assert page() == first
+
+
+def test_the_cache_is_pruned_to_its_limit_oldest_first_when_an_entry_is_written(cache, monkeypatch):
+    """Each change of the code adds its computations (about 8 MB): writing an entry deletes the
+    oldest ones past MAX_BYTES, never the newest, never a file that is not the cache's own, and
+    half-written files left long ago; reading prunes nothing."""
+    cache.mkdir(mode=0o700)
+    now = time.time()
+    old = [cache / f"{i:064x}.pickle" for i in range(6)]
+    for age, path in enumerate(old):                     # old[0] is the newest of them
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (now - 1000 - 10 * age, now - 1000 - 10 * age))
+    stranger = cache / "notes.txt"
+    stranger.write_bytes(b"y" * 5000)
+    os.utime(stranger, (1, 1))
+    stale, fresh = cache / ".tmp-dead", cache / ".tmp-writing"
+    stale.write_bytes(b"z")
+    fresh.write_bytes(b"z")
+    os.utime(stale, (1, 1))
+    monkeypatch.setattr(yamlcache, "MAX_BYTES", 3500)
+    assert yamlcache.remember("kind", b"inputs", lambda: 1) == 1     # read first: a miss, then written
+    pickles = sorted(p.name for p in cache.iterdir() if p.suffix == ".pickle")
+    new = [p for p in pickles if p not in {o.name for o in old}]
+    assert len(new) == 1
+    # the new entry (a few bytes) and the three newest old ones fit in 3500 bytes
+    assert set(pickles) == {new[0], old[0].name, old[1].name, old[2].name}
+    assert stranger.exists() and fresh.exists() and not stale.exists()
+    # a hit reads without pruning, even past the limit
+    monkeypatch.setattr(yamlcache, "MAX_BYTES", 0)
+    assert yamlcache.remember("kind", b"inputs", lambda: 2) == 1
+    assert len([p for p in cache.iterdir() if p.suffix == ".pickle"]) == 4

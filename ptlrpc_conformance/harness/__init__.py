@@ -18,6 +18,6 @@ Subpackages, by job (docs/architecture.md walks one case through them):
 docs/architecture.md says which of them may import which ("Who may import whom").
 
 Modules at this level: `options` (exit statuses, argument types, the option table),
-`runstate` (what the plugin, report and CLI share during a run) and three compatibility
-paths documented before the split (`adapter`, `vectors`, `lnet`).
+`settings` (a run's settings, resolved once) and `runstate` (what the plugin, report and CLI
+share during a run).
 """

@@ -29,7 +29,7 @@ VECTOR_FIXTURES = frozenset({"derived_case", "decode_vector", "encode_vector", "
                              "encode_struct_vector"})
 # the fixtures of fixtures/core.py: a test that asks for one uses the suite
 FIXTURE_NAMES = frozenset({"iut", "iut_hello", "conformance_profile", "errno_agnostic", "conclude", "need",
-                           "conformance_seed", "conformance_examples"}) | VECTOR_FIXTURES
+                           "conformance_seed", "conformance_examples", "run_settings"}) | VECTOR_FIXTURES
 
 
 def pytest_addoption(parser):

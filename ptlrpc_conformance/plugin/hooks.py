@@ -27,7 +27,6 @@ from ptlrpc_conformance.harness.runstate import (
     WORKER_USAGE_ERROR, collector_for_the_cases)
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, UsageError
 from ptlrpc_conformance.harness.transport.loader import load_adapter, smoke_check
-from ptlrpc_conformance.harness.verdicts import release
 
 MARKER = "conformance"
 
@@ -42,7 +41,7 @@ def pytest_configure(config):
     problems = options.number_problems(config.getoption)
     if problems:
         raise pytest.UsageError("\n".join(problems))
-    release.use(core.active_profile(config))
+    core.run_settings_of(config)          # the run's settings, resolved once (an unknown profile: a usage error)
     max_fail, budget = config.getoption("conformance_max_fail"), config.getoption("conformance_time_budget")
     config.pluginmanager.register(RunLimits(config, max_fail, budget), "ptlrpc_conformance.limits")
     if not hasattr(config, "workerinput"):

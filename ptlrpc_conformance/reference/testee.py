@@ -3,7 +3,9 @@
 Run it as a process (`python -m ptlrpc_conformance.reference`, which is what
 `--iut exec:...` drives) or use `ReferenceTestee` in-process (`--iut reference`, or
 `--iut python:ptlrpc_conformance.reference:make_testee`).  Both paths answer the same
-JSON objects; see docs/testee-protocol.md.  Standard library only.
+JSON objects; see docs/testee-protocol.md.  The standard library and PyYAML: the target
+reads the OST facts of spec/target.yaml (the codec and the structures need the standard
+library alone).
 """
 from __future__ import annotations
 

@@ -52,9 +52,11 @@ class Ran:
 
 
 class RecoveryMachine(BudgetedMachine):
+    release = None          # the run's Lustre release (run_machine sets it from the run's settings)
+
     def __init__(self):
         super().__init__()
-        self.s = Session(self.adapter)
+        self.s = Session(self.adapter, release=self.release)
         self.log: list[Change] = []              # every change since `base`, in the order issued
         self.base = State()                      # the durable state every change in `log` applies to
         self.replay: dict[str, list[Change]] = {n: [] for n in CLIENTS}

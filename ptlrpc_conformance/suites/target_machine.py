@@ -38,10 +38,11 @@ def _valid(bits) -> int:
 
 class TargetMachine(BudgetedMachine):
     reconstruct = False     # profile lustre-2.17.57-reconstruct
+    release = None          # the run's Lustre release (run_machine sets both from the run's settings)
 
     def __init__(self):
         super().__init__()
-        self.s = Session(self.adapter, reconstruct=self.reconstruct)
+        self.s = Session(self.adapter, reconstruct=self.reconstruct, release=self.release)
         self.s.reset()
         self.s.add_client("c1")
         self.s.add_client("c2", replay_create=True)

@@ -7,7 +7,7 @@ from ptlrpc_conformance.fixtures.core import control_vector
 from ptlrpc_conformance.harness.verdicts.judge import combine, judge_decode, judge_encode
 
 
-def test_decode(decode_vector, iut, need, errno_agnostic, conclude, request):
+def test_decode(decode_vector, iut, need, errno_agnostic, conclude, request, run_settings):
     """valid: accepted and decoded to the listed fields; invalid: rejected with an allowed
     errno class; acceptable: either, but never a crash, hang or garbage.  An invalid or
     implementation-defined vector is sent with its valid neighbour (fixtures/core.py
@@ -19,7 +19,8 @@ def test_decode(decode_vector, iut, need, errno_agnostic, conclude, request):
         outcome, control = iut.call(decode_vector.decode_request()), None
     else:
         outcome, control = iut.call_many([decode_vector.decode_request(), neighbour.decode_request()])
-    j = judge_decode(decode_vector, outcome, errno_agnostic, iut.supports("structs"), control=control)
+    j = judge_decode(decode_vector, outcome, errno_agnostic, iut.supports("structs"), control=control,
+                     settings=run_settings)
     if neighbour is not None and "control_rejected" in j.notes:
         j.notes["control_rejected"] = f"{neighbour.id}: {j.notes['control_rejected']}"
     conclude(j)
@@ -32,7 +33,7 @@ def test_encode(encode_vector, iut, need, conclude):
     conclude(judge_encode(encode_vector, outcome))
 
 
-def test_derived(derived_case, iut, need, errno_agnostic, conclude):
+def test_derived(derived_case, iut, need, errno_agnostic, conclude, run_settings):
     """Variants the suite derives from the valid vectors (harness/verdicts/derive.py): byte-swapped
     twins, truncations, lm_bufcount and lm_buflens[] one off.  Each case sends its variants
     as one batch, with the vector they come from as a control (a variant rejected because
@@ -46,5 +47,5 @@ def test_derived(derived_case, iut, need, errno_agnostic, conclude):
                                         for v in (*variants, origin)])
     listed = list(derived_case.requirements)
     judgements = [judge_decode(v, o, errno_agnostic, role=derived_case.role, control=control, origin=origin,
-                               listed=listed) for v, o in zip(variants, outcomes)]
+                               listed=listed, settings=run_settings) for v, o in zip(variants, outcomes)]
     conclude(combine(derived_case.id, variants, judgements))

@@ -14,7 +14,6 @@ from ptlrpc_conformance.harness.verdicts.charges import (FOREIGN_ORDER, MODEL_CH
                                                          model_example_requirement)
 from ptlrpc_conformance.harness.verdicts.derive import MAX_DERIVE_SIZE
 from ptlrpc_conformance.harness.verdicts.model import predict
-from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import Vector
 from ptlrpc_conformance.harness.transport.adapter import NotApplicable
 
@@ -163,7 +162,7 @@ def _rejection_owed(message: dict, data: bytes, direction: str) -> tuple[str, ..
 
 
 def _decode_suite_encoding(iut, direction: str, order: str, message: dict, errno_agnostic: bool,
-                           how: str) -> judge.Judgement:
+                           how: str, settings) -> judge.Judgement:
     """The IUT's decode of `message` as the suite encodes it (harness/verdicts/pack.py), sent by
     a peer of byte order `order`, judged field by field: a field that differs is charged to
     its own requirement, a verdict other than the rule model's to the requirement of the rule
@@ -177,7 +176,7 @@ def _decode_suite_encoding(iut, direction: str, order: str, message: dict, errno
                cite=("harness/verdicts/pack.py", "harness/verdicts/model.py"), verdict=p.verdict,
                direction=direction, data=data, expect=pack.expectation(message, order) if valid else None,
                errno=p.errno)
-    return judge.judge_decode(v, out, errno_agnostic, role=judge.MODEL, listed=SUITE_ENCODED)
+    return judge.judge_decode(v, out, errno_agnostic, role=judge.MODEL, listed=SUITE_ENCODED, settings=settings)
 
 
 def _check_suite_encoded(strategy, check, judged: list, conformance_seed, conformance_examples, conclude, title,
@@ -202,7 +201,8 @@ def _check_suite_encoded(strategy, check, judged: list, conformance_seed, confor
 
 
 @case(case="framing.full-width.decode", requirements=SUITE_ENCODED)
-def test_decoder_on_full_width_messages(iut, need, conclude, errno_agnostic, conformance_seed, conformance_examples):
+def test_decoder_on_full_width_messages(iut, need, conclude, errno_agnostic, conformance_seed, conformance_examples,
+                                        run_settings):
     """Messages the suite encodes itself, every field drawn over its full range (edges often),
     in either byte order: decoded field by field to what was encoded, pb_version lookalikes
     refused."""
@@ -212,7 +212,8 @@ def test_decoder_on_full_width_messages(iut, need, conclude, errno_agnostic, con
 
     def check(example):
         direction, order, message = example
-        judged.append(_decode_suite_encoding(iut, direction, order, message, errno_agnostic, "a full-width message"))
+        judged.append(_decode_suite_encoding(iut, direction, order, message, errno_agnostic, "a full-width message",
+                                              run_settings))
         return judged[-1]
 
     _check_suite_encoded(full_width_messages(), check, judged, conformance_seed, conformance_examples, conclude,
@@ -224,7 +225,8 @@ LITTLE_ENDIAN_ONLY = ("HDR-MAGIC-2", "HDR-SWAB-1", "BODY-SWAB-1")
 
 @case(case="framing.roundtrip.encode-decode", requirements=["ENC-LENGTH-1", "ENC-CANON-1"]
       + [r for r in SUITE_ENCODED if r not in LITTLE_ENDIAN_ONLY])
-def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, conformance_seed, conformance_examples):
+def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, conformance_seed, conformance_examples,
+                                      run_settings):
     """decode(encode(m)) gives back every field of m.  The suite's own encoding of m is decoded
     first: a decoder that gets it wrong is charged to the field's requirement, never to the
     encoder's."""
@@ -236,7 +238,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
     def check(example):
         direction, message = example
         judged.append(_decode_suite_encoding(iut, direction, "little", message, errno_agnostic,
-                                             "the suite's encoding of m"))
+                                             "the suite's encoding of m", run_settings))
         if judged[-1].status != judge.PASS:
             return judged[-1]
         enc = iut.call({"op": "encode", "message": message})
@@ -255,7 +257,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
             expect["body"]["pb_jobid"] = None
         v = Vector(id="framing.roundtrip.example", title="decode(encode(m))", requirements=("ENC-LENGTH-1",),
                    cite=("RULES PAD-2",), verdict="valid", direction=direction, data=data, expect=expect)
-        j = judge.judge_decode(v, dec, role=judge.FIXED)    # whatever differs: it does not decode back
+        j = judge.judge_decode(v, dec, role=judge.FIXED, settings=run_settings)    # whatever differs: it does not decode back
         if j.status == judge.PASS:
             # judged: the encode's acceptance of a representable message, the fields it decodes
             # back to, and a clean decode
@@ -296,19 +298,19 @@ def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examp
 
 
 @case(case="framing.arbitrary-bytes.decode", requirements=list(MODEL_CHARGEABLE))
-def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conformance_profile, request,
+def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, run_settings, request,
                                     conformance_seed, conformance_examples):
     """Random bytes and random headers: accepted or rejected exactly as the rule model says,
     never a crash, a hang or a malformed result."""
     from ptlrpc_conformance.fixtures.strategies import arbitrary_messages
     need(iut, "decode")
-    tolerate = registry.profile(conformance_profile).has("literal")
+    tolerate = run_settings.literal
 
     def check(example):
         data, direction = example
         out = iut.call({"op": "decode", "data": data.hex(), "direction": direction})
         return judge.judge_decode(_model_vector(data, direction, "arbitrary bytes", tolerate), out, errno_agnostic,
-                                  role=judge.MODEL)
+                                  role=judge.MODEL, settings=run_settings)
 
     check_property(arbitrary_messages(), check, conformance_seed, conformance_examples, conclude,
                    "arbitrary bytes", unreadable=["DEC-ROBUST-1"],
@@ -316,7 +318,7 @@ def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conform
 
 
 @case(case="framing.mutations.decode", requirements=list(MODEL_CHARGEABLE))
-def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conformance_profile, request,
+def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, run_settings, request,
                                     conformance_seed, conformance_examples):
     """Bit flips and truncations of the valid vectors: verdict and errno class as the rule
     model says."""
@@ -325,13 +327,13 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conform
     from ptlrpc_conformance.fixtures.strategies import mutated
     vectors = [v for v in session_vectors(request.config)
                if v.op == "decode" and v.verdict == "valid" and len(v.data) <= MAX_DERIVE_SIZE]
-    tolerate = registry.profile(conformance_profile).has("literal")
+    tolerate = run_settings.literal
 
     def check(example):
         data, direction, how = example
         out = iut.call({"op": "decode", "data": data.hex(), "direction": direction})
         return judge.judge_decode(_model_vector(data, direction, how, tolerate), out, errno_agnostic,
-                                  role=judge.MODEL)
+                                  role=judge.MODEL, settings=run_settings)
 
     check_property(mutated(vectors), check, conformance_seed, conformance_examples, conclude, "mutated vectors",
                    unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config))

@@ -57,7 +57,7 @@ PARTS = case_aliases()["recovery.stateful.restart"]
 
 @pytest.mark.parametrize("part", [
     pytest.param(c, id=c, marks=pytest.mark.conformance(case=c, requirements=REQUIREMENTS)) for c in PARTS])
-def test_recovery_stateful(part, iut, need, conclude, conformance_examples, conformance_seed):
+def test_recovery_stateful(part, iut, need, conclude, conformance_examples, conformance_seed, run_settings):
     """Random changes, restarts at random points, replays in random interleavings."""
     from ptlrpc_conformance.fixtures.stateful import part_examples, part_seed, run_machine
     from ptlrpc_conformance.harness.ost.session import recovery_disabled
@@ -69,4 +69,5 @@ def test_recovery_stateful(part, iut, need, conclude, conformance_examples, conf
                     "(recovery.disabled judges its restart)")
     run_machine(RecoveryMachine, iut, conclude, case=part, requirements=REQUIREMENTS,
                 examples=part_examples(max(10, conformance_examples // 4), len(PARTS)), steps=30,
-                run_seed=part_seed(part, conformance_seed), needs=("target", "restart"), what="recovery rules")
+                run_seed=part_seed(part, conformance_seed), needs=("target", "restart"), what="recovery rules",
+                release=run_settings.release)

@@ -8,7 +8,6 @@ expectations come from the valid-bit table in spec/facts.json, as the session's 
 (a field governed only by bits the release does not define is never valid: release.valid_bits).
 Hypothesis and the strategies are imported by the valid-bit cases, not at collection.
 """
-from collections.abc import Mapping
 
 import pytest
 
@@ -21,61 +20,42 @@ from ptlrpc_conformance.suites.test_properties import check_property
 REQUIRED = {layouts.canonical(n) for n in spec.facts()["structs_required"]}
 
 
-class _SessionTable(Mapping):
-    """The valid-bit table of the session's release, looked up when read (a release matrix
-    runs the suite again, under another release, in the same process)."""
-
-    def __getitem__(self, name):
-        return release.valid_bits()[name]
-
-    def __iter__(self):
-        return iter(release.valid_bits())
-
-    def __len__(self):
-        return len(release.valid_bits())
+def _valid(rel: str, name: str) -> dict:
+    """The fields of structure `name` the valid-bit table of release `rel` governs, with their bits."""
+    return release.valid_bits(rel)[name]["fields"]
 
 
-class _KnownBits(Mapping):
-    """Per structure, every bit the session's valid-bit table names."""
-
-    def __getitem__(self, name):
-        return sum({b for bits in VALID[name]["fields"].values() for _, b in bits})
-
-    def __iter__(self):
-        return iter(VALID)
-
-    def __len__(self):
-        return len(VALID)
+def _known_bits(rel: str, name: str) -> int:
+    """Every bit the valid-bit table of release `rel` names for structure `name`."""
+    return sum({b for bits in _valid(rel, name).values() for _, b in bits})
 
 
-VALID = _SessionTable()
-KNOWN_BITS = _KnownBits()
 MASK_FIELD = {"obdo": "o_valid", "mdt_body": "mbo_valid"}
 case = pytest.mark.conformance
 
 
-def _same_layout(conclude, name: str) -> None:
+def _same_layout(conclude, name: str, rel: str) -> None:
     """End the case as not applicable when the profile's release has no structure `name`
     (verdicts/release.py struct_differs)."""
-    why = release.struct_differs(name)
+    why = release.struct_differs(name, rel)
     if why:
         conclude(judge.Judgement(judge.NOT_APPLICABLE, why))
 
 
-def _applies(conclude, vector) -> None:
+def _applies(conclude, vector, rel: str) -> None:
     """End a vector's case as not applicable when the profile's release lacks its structure,
     or reads it otherwise and the vector has no bytes for that release (verdicts/release.py
     struct_not_applicable)."""
-    why = release.struct_not_applicable(vector)
+    why = release.struct_not_applicable(vector, rel)
     if why:
         conclude(judge.Judgement(judge.NOT_APPLICABLE, why))
 
 
-def test_struct_decode(struct_vector, iut, need, conclude, request):
+def test_struct_decode(struct_vector, iut, need, conclude, request, run_settings):
     """An invalid structure is sent with its valid neighbour (fixtures/core.py control_vector):
     its rejection is evidence only when the neighbour is accepted."""
     need(iut, "decode_struct")
-    _applies(conclude, struct_vector)
+    _applies(conclude, struct_vector, run_settings.release)
     from ptlrpc_conformance.fixtures.core import control_vector
     neighbour = control_vector(request.config, struct_vector)
     if neighbour is None:
@@ -86,9 +66,9 @@ def test_struct_decode(struct_vector, iut, need, conclude, request):
                                 control))
 
 
-def test_struct_encode(encode_struct_vector, iut, need, conclude):
+def test_struct_encode(encode_struct_vector, iut, need, conclude, run_settings):
     need(iut, "encode_struct")
-    _applies(conclude, encode_struct_vector)
+    _applies(conclude, encode_struct_vector, run_settings.release)
     outcome = iut.call(encode_struct_vector.encode_request())
     if outcome.rejected and outcome.error == "EOPNOTSUPP" and layouts.canonical(encode_struct_vector.struct) not in REQUIRED:
         conclude(judge.Judgement(judge.NOT_APPLICABLE, f"the IUT does not support {encode_struct_vector.struct}"))
@@ -96,12 +76,13 @@ def test_struct_encode(encode_struct_vector, iut, need, conclude):
 
 
 def _cut_cases(config):
-    from ptlrpc_conformance.fixtures.core import session_vectors
+    from ptlrpc_conformance.fixtures.core import run_settings_of, session_vectors
+    rel = run_settings_of(config).release
     out = []
     for v in session_vectors(config):
         if v.op != "decode_struct" or v.verdict != "valid":
             continue
-        size = S.size(v.struct, None if release.struct_differs(v.struct) else release.active())
+        size = S.size(v.struct, None if release.struct_differs(v.struct, rel) else rel)
         cuts = sorted({0, size // 2, size - 1} - {size})
         variants = tuple(Vector(id=f"{v.id}.cut-{k}", title=f"the first {k} of {size} bytes of {v.struct}",
                                 requirements=("STRUCT-TRUNC-1",), cite=("RULES PAD-3",), verdict="invalid",
@@ -117,12 +98,12 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("struct_cut_variants", _cut_cases(metafunc.config))
 
 
-def test_struct_truncated(struct_cut_variants, iut, need, conclude):
+def test_struct_truncated(struct_cut_variants, iut, need, conclude, run_settings):
     """The cuts of a valid structure, sent in one batch with the whole structure as their
     control: a rejected cut is evidence only when the whole one is accepted."""
     need(iut, "decode_struct")
     origin, struct_cut_variants = struct_cut_variants
-    _applies(conclude, origin)
+    _applies(conclude, origin, run_settings.release)
     *outcomes, control = iut.call_many([v.decode_request() for v in (*struct_cut_variants, origin)])
     required = layouts.canonical(struct_cut_variants[0].struct) in REQUIRED
     judgements = [judge.judge_struct(v, o, required, control) for v, o in zip(struct_cut_variants, outcomes)]
@@ -131,18 +112,18 @@ def test_struct_truncated(struct_cut_variants, iut, need, conclude):
 
 # ---- valid bits -----------------------------------------------------------------------------------
 
-def _expected_view(name: str, mask: int) -> set[str]:
-    return {f for f, bits in VALID[name]["fields"].items() if any(mask & b for _, b in bits)}
+def _expected_view(rel: str, name: str, mask: int) -> set[str]:
+    return {f for f, bits in _valid(rel, name).items() if any(mask & b for _, b in bits)}
 
 
-def _mask_block(name: str):
+def _mask_block(rel: str, name: str):
     """A valid mask: some of the bits the valid-bit table defines, sparse to full, and up to
     three bits it does not define.  The bits of the default release's table are drawn alike:
     under a release that lacks one (OBD_MD_FLBTIME before 2.14) it is a bit that governs nothing."""
     from ptlrpc_conformance.fixtures.strategies import a_few_block, joined, subsets_block
     default = layouts.valid_bits()[name]["fields"]
-    bits = sorted({b for table in (VALID[name]["fields"], default) for bs in table.values() for _, b in bs})
-    unknown = [1 << i for i in range(64) if not (KNOWN_BITS[name] >> i) & 1]
+    bits = sorted({b for table in (_valid(rel, name), default) for bs in table.values() for _, b in bs})
+    unknown = [1 << i for i in range(64) if not (_known_bits(rel, name) >> i) & 1]
     return joined(subsets_block(bits), a_few_block(unknown, 3)).map(lambda t: sum(t[0]) | sum(t[1]))
 
 
@@ -151,11 +132,11 @@ def _set_field(name: str, data: bytearray, field: str, value: int) -> None:
     data[f["offset"]:f["offset"] + f["size"]] = value.to_bytes(f["size"], "little")
 
 
-def _garbage_clear_fields(name: str, data: bytes, mask: int, noise: bytes) -> bytes:
+def _garbage_clear_fields(rel: str, name: str, data: bytes, mask: int, noise: bytes) -> bytes:
     """Overwrite every field whose bits are all clear with noise."""
     out = bytearray(data)
-    meaningful = _expected_view(name, mask)
-    for f in VALID[name]["fields"]:
+    meaningful = _expected_view(rel, name, mask)
+    for f in _valid(rel, name):
         if f not in meaningful:
             g = S.top_field(name, f)
             out[g["offset"]:g["offset"] + g["size"]] = noise[g["offset"]:g["offset"] + g["size"]]
@@ -165,19 +146,20 @@ def _garbage_clear_fields(name: str, data: bytes, mask: int, noise: bytes) -> by
 def _valid_decode_case(name: str):
     size = S.size(name)
 
-    def test(iut, need, conclude, conformance_seed, conformance_examples):
+    def test(iut, need, conclude, conformance_seed, conformance_examples, run_settings):
         from ptlrpc_conformance.fixtures.strategies import drawn_as_one, raw_bytes
 
         need(iut, "decode_struct")
-        _same_layout(conclude, name)
-        strategy = drawn_as_one(_mask_block(name), raw_bytes(size), raw_bytes(size))
+        rel = run_settings.release
+        _same_layout(conclude, name, rel)
+        strategy = drawn_as_one(_mask_block(rel, name), raw_bytes(size), raw_bytes(size))
 
         def check(example):
             mask, data, noise = example
             data = bytearray(data)
             _set_field(name, data, MASK_FIELD[name], mask)
             first = bytes(data)
-            second = _garbage_clear_fields(name, first, mask, noise)
+            second = _garbage_clear_fields(rel, name, first, mask, noise)
             a = iut.call({"op": "decode_struct", "type": name, "data": first.hex(), "byte_order": "little"})
             b = iut.call({"op": "decode_struct", "type": name, "data": second.hex(), "byte_order": "little"})
             for o in (a, b):
@@ -189,14 +171,14 @@ def _valid_decode_case(name: str):
                                                        f"{{type, fields}}: {str(o.result)[:200]}")
             if "valid" not in a.result:
                 return judge.Judgement(judge.NOT_APPLICABLE, "the IUT reports no valid view")
-            want = _expected_view(name, mask)
+            want = _expected_view(rel, name, mask)
             problems = []
             charged = []
             got_mask = a.result["fields"].get(MASK_FIELD[name])
             if got_mask != mask:
                 problems.append(f"{MASK_FIELD[name]}: expected {mask:#x} (unknown bits included), "
                                 f"got {got_mask!r}")
-                charged.append(_mask_requirement(name, mask, got_mask, VALID_OF[name]))
+                charged.append(_mask_requirement(rel, name, mask, got_mask, VALID_OF[name]))
             for label, r in (("first", a.result), ("with garbage in clear-bit fields", b.result)):
                 got = set(r.get("valid", []))
                 if got != want:
@@ -206,7 +188,7 @@ def _valid_decode_case(name: str):
                 if a.result["fields"].get(f) != b.result["fields"].get(f):
                     problems.append(f"{f} changed when only clear-bit fields changed")
             raw = S.unpack(name, first)
-            for f in VALID[name]["fields"]:
+            for f in _valid(rel, name):
                 if a.result["fields"].get(f) != raw[f]:
                     problems.append(f"{f}: fields are reported raw: expected {raw[f]!r}, got {a.result['fields'].get(f)!r}")
             if len(problems) > len(charged):       # the view, or fields not reported raw
@@ -215,7 +197,7 @@ def _valid_decode_case(name: str):
                 return judge.Judgement(judge.FAIL, f"{MASK_FIELD[name]} = {mask:#x}:\n  " + "\n  ".join(problems[:10])
                                        ).charge(charged)
             return judge.Judgement(judge.PASS, notes={"exercised": [VALID_OF[name]] + (
-                ["VALID-UNKNOWN-1"] if mask & ~KNOWN_BITS[name] else [])})     # unknown bits kept, when there were some
+                ["VALID-UNKNOWN-1"] if mask & ~_known_bits(rel, name) else [])})     # unknown bits kept, when there were some
 
         outcome = []
         check_property(strategy, lambda ex: outcome.append(check(ex)) or outcome[-1], conformance_seed,
@@ -228,13 +210,14 @@ def _valid_decode_case(name: str):
 def _valid_encode_case(name: str, give_mask: bool):
     size = S.size(name)
 
-    def test(iut, need, conclude, conformance_seed, conformance_examples):
+    def test(iut, need, conclude, conformance_seed, conformance_examples, run_settings):
         from ptlrpc_conformance.fixtures.strategies import drawn_as_one, raw_bytes, subsets_block
 
         need(iut, "encode_struct")
-        _same_layout(conclude, name)
-        governed = list(VALID[name]["fields"])
-        strategy = drawn_as_one(subsets_block(governed), _mask_block(name), raw_bytes(size))
+        rel = run_settings.release
+        _same_layout(conclude, name, rel)
+        governed = list(_valid(rel, name))
+        strategy = drawn_as_one(subsets_block(governed), _mask_block(rel, name), raw_bytes(size))
         zero = S.unpack(name, bytes(size))          # what a field not given must be encoded as
 
         def check(example):
@@ -253,12 +236,12 @@ def _valid_encode_case(name: str, give_mask: bool):
             want_mask = mask if give_mask else 0
             if not give_mask:
                 for f in chosen:
-                    want_mask |= VALID[name]["fields"][f][0][1]
+                    want_mask |= _valid(rel, name)[f][0][1]
             problems = []
             charged = []
             if got[MASK_FIELD[name]] != want_mask:
                 problems.append(f"{MASK_FIELD[name]}: expected {want_mask:#x}, got {got[MASK_FIELD[name]]:#x}")
-                charged.append(_mask_requirement(name, want_mask, got[MASK_FIELD[name]], "VALID-ENC-1")
+                charged.append(_mask_requirement(rel, name, want_mask, got[MASK_FIELD[name]], "VALID-ENC-1")
                                if give_mask else "VALID-ENC-1")
             for f in governed:
                 want = source[f] if f in chosen else zero[f]
@@ -270,7 +253,7 @@ def _valid_encode_case(name: str, give_mask: bool):
                 return judge.Judgement(judge.FAIL, f"fields given: {sorted(fields)}:\n  " + "\n  ".join(problems[:10])
                                        ).charge(charged)
             return judge.Judgement(judge.PASS, notes={"exercised": ["VALID-ENC-1"] + (
-                ["VALID-UNKNOWN-1"] if give_mask and mask & ~KNOWN_BITS[name] else [])})
+                ["VALID-UNKNOWN-1"] if give_mask and mask & ~_known_bits(rel, name) else [])})
 
         check_property(strategy, check, conformance_seed, conformance_examples, conclude,
                        f"{name} encode with {MASK_FIELD[name]} {'given' if give_mask else 'left out'}")
@@ -280,10 +263,10 @@ def _valid_encode_case(name: str, give_mask: bool):
 VALID_OF = {"obdo": "VALID-OBDO-1", "mdt_body": "VALID-MDT-1"}
 
 
-def _mask_requirement(name: str, want: int, got, otherwise: str) -> str:
+def _mask_requirement(rel: str, name: str, want: int, got, otherwise: str) -> str:
     """A valid mask that differs only in bits no flag defines breaks VALID-UNKNOWN-1; any other
     difference, `otherwise`."""
-    if isinstance(got, int) and not (want ^ got) & KNOWN_BITS[name]:
+    if isinstance(got, int) and not (want ^ got) & _known_bits(rel, name):
         return "VALID-UNKNOWN-1"
     return otherwise
 

@@ -29,11 +29,6 @@ STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "T
                          "RCV-OUTSIDE-1"]
 
 
-def must_reconstruct(profile: str) -> bool:
-    """Whether the profile requires reply reconstruction for resends (TGT-RESEND-2)."""
-    return requirements()["TGT-RESEND-2"].in_profile(profile)
-
-
 def _scenarios(config):
     try:
         return scen.load_all(config.getoption("conformance_vectors") or ())
@@ -49,14 +44,14 @@ def pytest_generate_tests(metafunc):
             for s in _scenarios(metafunc.config)])
 
 
-def test_scenario(scenario_vector, iut, need, conclude, conformance_profile):
+def test_scenario(scenario_vector, iut, need, conclude, run_settings):
     for capability_op in {"target": "exchange", "restart": "restart"}.items():
         if capability_op[0] in scenario_vector.needs:
             need(iut, capability_op[1])
     judged: list[str] = []
     try:
-        problems, records = scen.run(scenario_vector, iut, reconstruct=must_reconstruct(conformance_profile),
-                                     judged=judged)
+        problems, records = scen.run(scenario_vector, iut, reconstruct=run_settings.reconstruct,
+                                     judged=judged, release=run_settings.release)
     except (scen.RecoveryDisabled, scen.LastIdOutOfReach) as e:
         pytest.skip(NOT_APPLICABLE_PREFIX + str(e))
     except TargetError as e:
@@ -82,7 +77,7 @@ STATEFUL_PARTS = case_aliases()["target.stateful.exchange"]
 @pytest.mark.parametrize("part", [
     pytest.param(c, id=c, marks=pytest.mark.conformance(case=c, requirements=STATEFUL_REQUIREMENTS))
     for c in STATEFUL_PARTS])
-def test_target_stateful(part, iut, need, conclude, conformance_examples, conformance_profile, conformance_seed):
+def test_target_stateful(part, iut, need, conclude, conformance_examples, run_settings, conformance_seed):
     """Random sequences of client requests; every reply judged as it comes."""
     from ptlrpc_conformance.fixtures.stateful import part_examples, part_seed, run_machine
     from ptlrpc_conformance.suites.target_machine import TargetMachine
@@ -90,4 +85,4 @@ def test_target_stateful(part, iut, need, conclude, conformance_examples, confor
     run_machine(TargetMachine, iut, conclude, case=part, requirements=STATEFUL_REQUIREMENTS,
                 examples=part_examples(max(10, conformance_examples // 4), len(STATEFUL_PARTS)), steps=40,
                 run_seed=part_seed(part, conformance_seed), needs=("target",), what="target rules",
-                reconstruct=must_reconstruct(conformance_profile))
+                reconstruct=run_settings.reconstruct, release=run_settings.release)

@@ -229,11 +229,6 @@ def validator_class():
     return jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=types)
 
 
-def __getattr__(name: str):
-    if name == "Validator":         # vector_schema.Validator, as before the import moved
-        return validator_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def schema_text() -> str:
     """The published schema's text, which validator() applies."""

@@ -22,6 +22,12 @@ The cache lives in $PTLRPC_CONFORMANCE_CACHE, else $XDG_CACHE_HOME/ptlrpc-confor
 shortcut: a cache that cannot be read or written is ignored, never an error.  A directory
 that is not the user's own, or that others may write to, is not used at all (it is created
 mode 0700), since its entries are trusted.
+
+Every change of the package's files names its computations afresh (about 8 MB a change), so
+the cache is pruned (`prune`): when an entry is written (a miss, which follows a change), never
+when one is read, the oldest entries by time of writing go until the cache holds at most
+MAX_BYTES; the entries of the current code are the newest, and one pruned by mistake is only
+computed again.
 """
 from __future__ import annotations
 
@@ -30,8 +36,10 @@ import marshal
 import os
 import pathlib
 import pickle
+import re
 import sys
 import tempfile
+import time
 from typing import Any, Callable
 
 import yaml
@@ -184,8 +192,9 @@ def mark(*parts: str) -> None:
 
 
 def _write(path: pathlib.Path, data: bytes) -> None:
-    """Write `path` whole or not at all (xdist workers may write the same entry at once)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    """Write `path` whole or not at all (xdist workers may write the same entry at once), then
+    prune the cache."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -196,3 +205,46 @@ def _write(path: pathlib.Path, data: bytes) -> None:
         except OSError:
             pass
         raise
+    prune(path.parent)
+
+
+# The most the cache keeps: the entries of about eight versions of the code (each about 8 MB,
+# the derived cases and the bundled vectors and scenarios as objects, most of it).
+MAX_BYTES = 64 << 20
+_TMP = ".tmp-"
+_ENTRY = re.compile(r"[0-9a-f]{64}\.(marshal|pickle|bytes|ok)")
+_STALE_TMP_S = 3600             # a half-written file this old was left by a process that died
+
+
+def prune(where: pathlib.Path, limit: int | None = None) -> None:
+    """Delete the oldest entries of the cache in `where` (by time of writing) until the rest
+    take at most `limit` bytes (default MAX_BYTES), and half-written files left behind.  Only
+    the cache's own files are touched; one that vanished meanwhile (another process pruning)
+    is skipped."""
+    limit = MAX_BYTES if limit is None else limit
+    entries, total, now = [], 0, time.time()
+    try:
+        with os.scandir(where) as it:
+            for e in it:
+                try:
+                    if not e.is_file(follow_symlinks=False):
+                        continue
+                    st = e.stat(follow_symlinks=False)
+                    if e.name.startswith(_TMP):
+                        if now - st.st_mtime > _STALE_TMP_S:
+                            os.unlink(e.path)
+                    elif _ENTRY.fullmatch(e.name):
+                        entries.append((st.st_mtime_ns, e.name, st.st_size, e.path))
+                        total += st.st_size
+                except OSError:
+                    continue
+    except OSError:
+        return
+    for _, _, size, path in sorted(entries):
+        if total <= limit:
+            break
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+        total -= size

@@ -206,7 +206,7 @@ class TargetChecker:
     _gone: set[str] = field(default_factory=set)
     _maybe_gone: set[str] = field(default_factory=set)
     _ends_at: int | None = None
-    release: str | None = None           # the Lustre release whose rules apply (None: the session's)
+    release: str | None = None           # the Lustre release whose rules apply (None: the default profile's)
     judged: list[str] = field(default_factory=list)                 # the invariants the last exchange was put to
 
     def __post_init__(self):
@@ -214,7 +214,7 @@ class TargetChecker:
         self.ops = _opcodes()
         self.reply_statuses = {_errno(n) for n in facts["reply_statuses"]}
         from ptlrpc_conformance.harness.verdicts import release as release_rules
-        self.release = self.release or release_rules.active()
+        self.release = self.release or release_rules.default()
         if not release_rules.behaviour(self.release, "erofs_sent_as_reply"):
             self.reply_statuses.discard(_errno("EROFS"))      # before 2.16 ptlrpc_send_error sends it as ERR
         self.transaction_ops = {o for o, row in self.ops.items() if row["transno"] == "yes"}

@@ -102,12 +102,12 @@ def expected_create_id(last: int, n: int) -> list[int]:
 
 
 def punch_rules(release: str | None = None) -> tuple[bool, bool]:
-    """What a punch does with ids under `release` (default: the session's), from its facts:
+    """What a punch does with ids under `release` (default: the default profile's), from its facts:
     (it applies uid, gid and projid at all: ofd_punch_hdl hands them to la_from_obdo from
     2.17.0; it sets a projid on an object whose stored projid is 0: ofd_attr_handle_id, also
     2.17.0).  Before, a punch applies only the size and the times."""
     from ptlrpc_conformance.harness.verdicts import release as release_rules
-    release = release or release_rules.active()
+    release = release or release_rules.default()
     return release_rules.behaviour(release, "punch_sets_ids"), release_rules.behaviour(release, "punch_projid")
 
 

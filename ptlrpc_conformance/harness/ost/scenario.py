@@ -147,7 +147,7 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
     """Run a scenario on a reset target: (problems, transcript).  `reconstruct`: resends must
     be answered with the original reply (profile lustre-2.17.57-reconstruct).  `judged`, when
     given, receives the requirements of the expectations the replies met (StepJudge.judged).
-    `release`: the Lustre release whose rules apply (default: the session's, release.active())."""
+    `release`: the Lustre release whose rules apply (default: the default profile's)."""
     problems: list[str] = []
     records: list[Record] = []
     steps = StepJudge(reconstruct=reconstruct, configuration=hello_configuration(adapter), release=release)

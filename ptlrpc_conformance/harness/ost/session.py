@@ -42,6 +42,7 @@ class Session:
     problems: list[str] = field(default_factory=list)
     cookie_owner: dict[int, str] = field(default_factory=dict)
     reconstruct: bool = False
+    release: str | None = None           # the Lustre release whose rules apply (None: the default profile's)
     allow_create_refusal: bool = True    # -ENOSPC / -EPERM are allowed answers to a create
     base_step: int | None = None         # the create step whose LAST_ID names every object ("@N+K")
     base: int = 0                        # that LAST_ID
@@ -49,7 +50,8 @@ class Session:
     projid_pending: dict = field(default_factory=dict)   # object -> a projid applied or dropped, not known which
 
     def __post_init__(self):
-        self.judge = StepJudge(reconstruct=self.reconstruct, configuration=hello_configuration(self.adapter))
+        self.judge = StepJudge(reconstruct=self.reconstruct, configuration=hello_configuration(self.adapter),
+                               release=self.release)
 
     @property
     def objects(self) -> dict[int, Obj]:

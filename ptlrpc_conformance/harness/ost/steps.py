@@ -103,10 +103,10 @@ class StepJudge:
     # target may still keep to: what it declared, narrowed by every projid request it answered
     configuration: dict = field(default_factory=dict)
     projid: set = field(init=False)
-    release: str | None = None          # the Lustre release whose rules apply (None: the session's)
+    release: str | None = None          # the Lustre release whose rules apply (None: the default profile's)
 
     def __post_init__(self):
-        self.release = self.release or release_rules.active()
+        self.release = self.release or release_rules.default()
         self.checker = TargetChecker(reconstruct=self.reconstruct, release=self.release)
         self.projid = projid_modes(self.configuration)
         # recovery enabled (True) or disabled (False): declared, else learnt from the first

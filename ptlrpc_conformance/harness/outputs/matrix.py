@@ -35,22 +35,23 @@ CONFORMANT = ("conformant", "fully conformant", "partial")    # level statuses w
 
 
 # ---- fingerprints -----------------------------------------------------------------------
-def _describe(param):
+def _describe(param, run):
+    """What a judge reads of a case's parameter under `run` (the profile's RunSettings)."""
     from ptlrpc_conformance.harness.data.vectors import Vector
     from ptlrpc_conformance.harness.verdicts import release
     from ptlrpc_conformance.harness.verdicts.derive import DerivedCase
     if isinstance(param, Vector):
         out = {"id": param.id, "verdict": param.verdict, "errno": list(param.errno),
-               "expect": release.view(param.expect)}
+               "expect": release.view(param.expect, run.release, run.literal)}
         if param.op == "decode_struct":
-            out["not_applicable"] = release.struct_not_applicable(param)
+            out["not_applicable"] = release.struct_not_applicable(param, run.release)
             out["data"] = hashlib.sha256(param.data).hexdigest()
         return out
     if isinstance(param, (tuple, list)):
         ids = "+".join(p.id for p in param if isinstance(p, Vector))
-        return {"id": ids, "items": [_describe(p) for p in param]} if ids else [_describe(p) for p in param]
+        return {"id": ids, "items": [_describe(p, run) for p in param]} if ids else [_describe(p, run) for p in param]
     if isinstance(param, DerivedCase):
-        return {"id": param.id, "cases": [_describe(v) for v in (param.origin, *param.variants)]}
+        return {"id": param.id, "cases": [_describe(v, run) for v in (param.origin, *param.variants)]}
     if isinstance(param, (str, int, float, bool, type(None))):
         return param
     return getattr(param, "id", type(param).__name__)
@@ -65,7 +66,9 @@ class FingerprintCollector:
         self.fingerprints: dict[str, str] = {}
 
     def pytest_collection_finish(self, session):
+        from ptlrpc_conformance.harness import settings
         from ptlrpc_conformance.harness.verdicts import release
+        run = settings.of(session.config)          # the run's settings: --conformance-profile self.profile
         known = registry.requirements()
         for item in session.items:
             props = dict(item.user_properties)
@@ -74,7 +77,7 @@ class FingerprintCollector:
                 continue
             reqs = [r for r in props["requirements"].split(",") if r and r in known and known[r].in_profile(self.profile)]
             params = getattr(getattr(item, "callspec", None), "params", {}) or {}
-            described = {k: _describe(v) for k, v in sorted(params.items())}
+            described = {k: _describe(v, run) for k, v in sorted(params.items())}
             what = {"requirements": reqs, "params": described}
             if not any(isinstance(v, dict) and "id" in v for v in described.values()):
                 # no vector: a property or a stateful case, whose judges read the facts

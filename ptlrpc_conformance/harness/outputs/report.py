@@ -24,6 +24,7 @@ import yaml
 from ptlrpc_conformance import __version__
 from ptlrpc_conformance.harness.data.vectors import SCENARIO_FORMAT
 from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
+from ptlrpc_conformance.harness import settings
 from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.runstate import DESELECTED
 from ptlrpc_conformance.harness.outputs.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
@@ -130,7 +131,7 @@ class Collector:
         """Whether every failure of the run is a warning: failing cases charged only to SHOULD
         (or MAY) requirements, no case in error, no other test failed, the run complete, and no
         --strict (with which SHOULD failures fail the run too)."""
-        if self.config.getoption("conformance_strict") or report.get("incomplete") \
+        if settings.of(self.config).strict or report.get("incomplete") \
                 or getattr(self, "other_failures", 0):
             return False
         levels = {rid: ent.get("level") for rid, ent in report["requirements"].items()}
@@ -201,14 +202,15 @@ class Collector:
         from ptlrpc_conformance.harness.data import registry
         from ptlrpc_conformance.harness.runstate import HELLO, IUT_START_FAILURE, SMOKE, stop_reason
         config = self.config
-        profile = config.getoption("conformance_profile") or registry.default_profile()
+        run = settings.of(config)
+        profile = run.profile
         cases = sorted(self.cases.values(), key=lambda c: c["id"])
         for c in cases:
             if c["verdict"] is None:     # its call never reported: the run was stopped during it
                 c["verdict"] = INTERRUPTED
                 c["message"] = c["message"] or "the run was stopped before this case finished"
         hello = config.stash.get(HELLO, None)
-        modes = run_modes(profile, bool(config.getoption("ignore_errno_class")), hello)
+        modes = run_modes(profile, run.ignore_errno_class, hello)
         reqs = judged(requirement_verdicts(cases, registry.requirements()), cases, registry.requirements(),
                       profile, hello, modes)
         start_failure = config.stash.get(IUT_START_FAILURE, None)
@@ -224,7 +226,7 @@ class Collector:
             reason = stop_reason(session, exitstatus) or \
                 f"interrupted: {unfinished} of the {len(self.expected)} selected tests did not finish"
         return document(
-            profile=profile, seed=config.getoption("conformance_seed"),
+            profile=profile, seed=run.seed,
             user_vectors=config.getoption("conformance_vectors") or (),
             reproduce=_reproduce_argv(config, profile),
             iut={"spec": config.getoption("iut") or "reference", "hello": config.stash.get(HELLO, None),

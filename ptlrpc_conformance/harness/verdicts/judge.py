@@ -322,10 +322,11 @@ class _DecodeCharges:
 
 def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
                  with_structs: bool = False, *, role: str = VECTOR, control: Outcome | None = None,
-                 origin: Vector | None = None, listed=None) -> Judgement:
-    """Judge one decode.  `role` says how a failure is charged (VECTOR: a golden vector; TWIN,
-    VARIANT: a derived variant of `origin`, whose own `control` outcome tells a rejection of
-    the origin's apart; MODEL: an example the rule model judges; FIXED: every failure charged to
+                 origin: Vector | None = None, listed=None, settings=None) -> Judgement:
+    """Judge one decode, as the release of `settings` (the run's, harness/settings.py: its
+    `release` and `literal`; None: the default profile's) reads the vector's bytes.  `role`
+    says how a failure is charged (VECTOR: a golden vector; TWIN, VARIANT: a derived variant of
+    `origin`, whose own `control` outcome tells a rejection of the origin's apart; MODEL: an example the rule model judges; FIXED: every failure charged to
     the vector's requirements); `listed`: the case's requirements, when known.  `control`: the
     outcome of a valid neighbour sent in the same batch (a golden invalid vector's too, with
     no `origin`: it then decides only whether a rejection is evidence, never what a failure is
@@ -339,7 +340,7 @@ def judge_decode(vector: Vector, outcome: Outcome, errno_agnostic: bool = False,
         return Judgement(ERROR, f"{head}harness/protocol error ({outcome.kind}): {outcome.detail}\n{dump()}",
                          {"outcome": outcome.kind}).failing(vector, _outcome_signature(outcome)).charge(
             charges.verdict(outcome) + [C.ROBUST])
-    j = _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, charges)
+    j = _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, charges, settings)
     if j.status == PASS:
         _evidence(j, vector, outcome, errno_agnostic, with_structs, charges, control)
     if j.status == FAIL:
@@ -379,7 +380,8 @@ def _mismatch(vector: Vector, allowed, got: str, requirements) -> dict:
     return {"case": vector.id, "expected": "/".join(allowed), "got": got, "requirements": list(requirements)}
 
 
-def _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, charges) -> Judgement:
+def _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, charges, settings) -> Judgement:
+    rel, literal = (settings.release, settings.literal) if settings is not None else (None, False)
     if vector.verdict == "acceptable":
         if outcome.rejected and outcome.error not in DECODE_ERRNOS:
             return Judgement(FAIL, f"{head}implementation-defined input: acceptance or rejection are both fine, "
@@ -411,12 +413,12 @@ def _judge_decode(vector, outcome, errno_agnostic, with_structs, head, dump, cha
         return Judgement(FAIL, f"{head}expected: accepted\nactual:   rejected with {outcome.error}"
                                + (f" ({outcome.detail})" if outcome.detail else "") + f"\n{dump()}"
                          ).charge(charges.rejected(outcome.error))
-    shape = [s for s in message_shape_problems(outcome.result) if not release.tolerated_shape(s, outcome.result)]
+    shape = [s for s in message_shape_problems(outcome.result) if not release.tolerated_shape(s, outcome.result, rel, literal)]
     if shape:
         return Judgement(FAIL, f"{head}accepted, but the result is not a well-formed MESSAGE:\n  "
                          + "\n  ".join(shape) + f"\n{dump()}", {"first_diff": "malformed-result"}
                          ).charge(charges.shape(shape))
-    diffs, cksum_compared = message_diffs(release.view(vector.expect) or {}, outcome.result, with_structs)
+    diffs, cksum_compared = message_diffs(release.view(vector.expect, rel, literal) or {}, outcome.result, with_structs)
     only_cksum = all(registry.kind(r) == "checksum" for r in vector.requirements)
     if only_cksum and not cksum_compared:
         return Judgement(NOT_APPLICABLE, "the IUT reports no computed_cksum")

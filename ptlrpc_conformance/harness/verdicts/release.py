@@ -8,8 +8,8 @@ reversed.  `view` turns an expectation into that release's reading, from the rel
 lists (spec/releases/<release>.json, generated from that release's code); nothing here is
 computed by an implementation under test.
 
-The release is the session's: the plugin sets it from --conformance-profile when pytest
-configures (in every xdist worker too); a run follows one profile.
+The release is an argument: a run's is in its settings (harness/settings.py, resolved once
+from --conformance-profile), which the suites pass on.  Left out, it is the default profile's.
 """
 from __future__ import annotations
 
@@ -19,19 +19,10 @@ import functools
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.data import registry
 
-_active: str | None = None      # None: the default profile's release
-_literal = False                # the profile tolerates the release's own bugs
-
-
-def use(profile_name: str | None) -> None:
-    """Follow the release of this profile from now on (None: the default profile)."""
-    global _active, _literal
-    prof = registry.profile(profile_name)
-    _active, _literal = prof.release, prof.has("literal")
-
-
-def active() -> str:
-    return _active or registry.profile(None).release
+def default() -> str:
+    """The default profile's release: the one an expectation is written for, and the one a
+    function here follows when it is given none."""
+    return registry.profile(None).release
 
 
 # the structure whose fields each expectation section holds
@@ -50,11 +41,11 @@ def left_unswapped(release: str) -> dict[str, frozenset[str]]:
 
 
 def valid_bits(release: str | None = None) -> dict:
-    """The valid-bit table (obdo, mdt_body) of `release` (default: the active one): a field
+    """The valid-bit table (obdo, mdt_body) of `release` (default: the default profile's): a field
     governed only by bits the release does not define is never valid under it
     (spec/layouts.py valid_bits)."""
     from ptlrpc_conformance.spec import layouts
-    return layouts.valid_bits(release or active())
+    return layouts.valid_bits(release or default())
 
 
 @functools.lru_cache(maxsize=None)
@@ -99,28 +90,28 @@ TARGET_FACTS = ("unknown_opcode_eopnotsupp", "erofs_sent_as_reply", "punch_sets_
 
 
 def holds(condition: dict | None, release: str | None = None) -> bool:
-    """Whether `release` (default: the active one) has every behaviour fact of `condition`
+    """Whether `release` (default: the default profile's) has every behaviour fact of `condition`
     ({name: bool}, a scenario step's `if_release`) with the value it names."""
-    release = release or active()
+    release = release or default()
     return all(behaviour(release, name) == bool(value) for name, value in (condition or {}).items())
 
 
 def struct_differs(name: str, release: str | None = None) -> str | None:
-    """Why the structure cases of `name` do not apply under `release` (default: the active
-    one): the release has no such structure (spec/layouts.py absent); None when it has it."""
+    """Why the structure cases of `name` do not apply under `release` (default: the
+    default profile's): the release has no such structure (spec/layouts.py absent); None when it has it."""
     from ptlrpc_conformance.spec import layouts
-    return layouts.absent(name, release or active())
+    return layouts.absent(name, release or default())
 
 
 def struct_not_applicable(vector, release: str | None = None) -> str | None:
-    """Why a structure vector does not apply under `release` (default: the active one), or
+    """Why a structure vector does not apply under `release` (default: the default profile's), or
     None: the release lacks the structure, or reads it otherwise (another layout or byte
     swapping: spec/layouts.py reads_otherwise) and the vector gives no bytes of its own for the
     release's profile.  The bundled vectors give them for every release that reads a structure
     otherwise (vectors/structs_releases.yaml, tools/gen_struct_releases.py); a vector of the
     user's may not."""
     from ptlrpc_conformance.spec import layouts
-    release = release or active()
+    release = release or default()
     why = struct_differs(vector.struct, release)
     if why or not layouts.reads_otherwise(vector.struct, release):
         return why
@@ -130,25 +121,24 @@ def struct_not_applicable(vector, release: str | None = None) -> str | None:
             f"the vector gives no bytes for profile lustre-{release}")
 
 
-def tolerated_shape(problem, result) -> bool:
-    """Whether a shape problem of a decode result is what the active profile tolerates: under a
-    literal profile of a release whose lustre_msg_get_jobid does not NUL-terminate, a pb_jobid
-    of 32 characters (an unterminated jobid read whole)."""
-    if not _literal or getattr(problem, "about", None) != ("body", "pb_jobid"):
+def tolerated_shape(problem, result, release: str | None = None, literal: bool = False) -> bool:
+    """Whether a shape problem of a decode result is what the profile tolerates: under a
+    literal profile (`literal`) of a release whose lustre_msg_get_jobid does not NUL-terminate,
+    a pb_jobid of 32 characters (an unterminated jobid read whole)."""
+    if not literal or getattr(problem, "about", None) != ("body", "pb_jobid"):
         return False
     jobid = ((result or {}).get("body") or {}).get("pb_jobid")
     return (isinstance(jobid, str) and len(jobid) == spec.constant("LUSTRE_JOBID_SIZE")
-            and not behaviour(active(), "jobid_nul_terminated"))
+            and not behaviour(release or default(), "jobid_nul_terminated"))
 
 
-def view(expect: dict | None, release: str | None = None, literal: bool | None = None) -> dict | None:
-    """`expect` as `release` (default: the active one) decodes the same bytes.  Under a
+def view(expect: dict | None, release: str | None = None, literal: bool = False) -> dict | None:
+    """`expect` as `release` (default: the default profile's) decodes the same bytes.  Under a
     literal profile, a release whose lustre_msg_get_jobid does not NUL-terminate (before
     2.15.3) may read an unterminated jobid whole: an expected 31-character jobid, which is
     how the default release reads one, is then not compared."""
-    release = release or active()
-    literal = _literal if literal is None else literal
-    if not expect or release == registry.profile(None).release:
+    release = release or default()
+    if not expect or release == default():
         return expect
     expect = _drop_never_valid(expect, release)
     body = expect.get("body") or {}

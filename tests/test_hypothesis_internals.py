@@ -1,0 +1,72 @@
+"""The Hypothesis internals the suite relies on (fixtures/stateful.py) exist, with the shape it
+uses, in the installed Hypothesis, and the installed version is in pyproject.toml's range: a
+Hypothesis that moved one fails here (and the suite's use of it raises), instead of the suite
+quietly drawing other examples from the same seed or paying for a database key each run."""
+import inspect
+import pathlib
+import re
+import tomllib
+
+import hypothesis
+from hypothesis import given, settings, strategies as st
+
+from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in text.split("."))
+
+
+def test_the_installed_hypothesis_is_in_the_declared_range():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    spec = next(d for d in deps if d.startswith("hypothesis"))
+    low, high = re.fullmatch(r"hypothesis>=([\d.]+),<([\d.]+)", spec).groups()
+    assert _version(low) <= _version(hypothesis.__version__) < _version(high), (hypothesis.__version__, spec)
+
+
+def test_the_local_constants_pool_is_where_fixed_constants_empties_it():
+    from hypothesis.internal.conjecture import providers
+    from hypothesis.internal.constants_ast import Constants
+    get = providers._get_local_constants
+    assert callable(get) and not inspect.signature(get).parameters
+    assert callable(providers.CONSTANTS_CACHE.cache.clear)
+    empty = Constants()
+    assert not any(empty.integers | empty.floats | empty.bytes | empty.strings)
+    with fixed_constants():
+        inside = providers._get_local_constants()
+        assert isinstance(inside, Constants) and not any(inside.integers | inside.floats | inside.bytes | inside.strings)
+    assert providers._get_local_constants is get           # put back
+
+
+def test_hypothesis_reads_the_database_key_no_database_key_sets(monkeypatch):
+    """With the key preset to None Hypothesis does not work one out of the test's source; without
+    it, it does (so the attribute is still the one it reads)."""
+    import hypothesis.core
+    digests = []
+    real = hypothesis.core.function_digest
+    monkeypatch.setattr(hypothesis.core, "function_digest", lambda f: digests.append(f) or real(f))
+
+    def make():
+        @settings(max_examples=2, database=None)
+        @given(st.integers())
+        def run(x):
+            assert isinstance(x, int)
+        return run
+
+    no_database_key(make())()
+    assert digests == []
+    make()()
+    assert digests
+
+
+def test_a_moved_internal_is_an_error_not_a_silent_fallback(monkeypatch):
+    """A Hypothesis without the pool's function (moved or renamed) stops the run with an error:
+    the suite never goes on drawing examples that depend on what else is loaded."""
+    import pytest
+    from hypothesis.internal.conjecture import providers
+    monkeypatch.delattr(providers, "_get_local_constants")
+    with pytest.raises(AttributeError):
+        with fixed_constants():
+            pass
