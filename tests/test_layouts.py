@@ -288,3 +288,19 @@ def test_only_names_differ_is_no_difference():
     assert ("qb_glb_ver", 80, 8) in _fields("2.17.0", "quota_body")
     assert not layouts.reads_otherwise("quota_body", "2.17.0")
     assert not layouts.reads_otherwise("layout_intent", "2.15.8")
+
+
+@pytest.mark.parametrize("release", ["2.12.9", "2.15.8", "2.16.1", "2.17.0"])
+def test_structures_an_older_tree_has_are_not_absent(release):
+    """lmv_user_md_v1 is declared in every tree's lustre_user.h (wiretest.c asserts it from
+    2.17.57 on); the older wiretest.c checks posix_acl_xattr_entry and _header by their typedef
+    names ("Checks for type ..."): all three are there, not reported absent."""
+    for name in ("lmv_user_md_v1", "posix_acl_xattr_entry", "posix_acl_xattr_header"):
+        assert layouts.absent(name, release) is None, (name, release)
+    assert [(f["name"], f["offset"], f["size"]) for f in layouts.view(release)["structs"]["posix_acl_xattr_entry"]["fields"]] \
+        == [("e_tag", 0, 2), ("e_perm", 2, 2), ("e_id", 4, 4)]
+    assert layouts.view(release)["structs"]["lmv_user_md_v1"]["size"] == 48
+
+
+def test_a_structure_an_older_tree_lacks_stays_absent():
+    assert layouts.absent("lu_pcc_detach", "2.12.9") and not layouts.absent("lu_pcc_detach", "2.15.8")

@@ -55,7 +55,8 @@ NAMES = {"2.12.9": OLD_NAMES, "2.15.8": OLD_NAMES,
 #             check_resource_ids, buflen_wrap, cksum_has_buf_arg, unknown_opcode_eopnotsupp,
 #             erofs_sent_as_reply, create_trusts_last_id, punch_sets_ids, reply_body_shrunk)
 BEHAVIOUR = {
-    "2.12.9": (False, False, False, False, False, True, False, False, False, False, False, True),
+    # 2.12.9's lustre_msg_get_jobid asks lustre_msg_buf_v2 for the whole ptlrpc_body: NULL too
+    "2.12.9": (False, True, False, False, False, True, False, False, False, False, False, True),
     "2.15.8": (True, True, False, False, False, True, True, False, False, False, False, False),
     "2.16.1": (True, True, True, False, False, True, True, True, True, True, False, False),
     "2.17.0": (True, True, True, True, True, True, True, True, True, True, True, False),

@@ -100,7 +100,9 @@ BEHAVIOUR_DOC = {
     "jobid_nul_terminated": "lustre_msg_get_jobid stores '\\0' in pb_jobid[LUSTRE_JOBID_SIZE - 1] "
                             "(an unterminated jobid is terminated; LU-16376)",
     "jobid_checks_body_len": "lustre_msg_get_jobid returns NULL when buffer 0 is shorter than "
-                             "struct ptlrpc_body (a ptlrpc_body_v2 has no jobid)",
+                             "struct ptlrpc_body (a ptlrpc_body_v2 has no jobid): it compares "
+                             "lm_buflens[MSG_PTLRPC_BODY_OFF] itself, or asks lustre_msg_buf_v2 for "
+                             "sizeof(struct ptlrpc_body), which returns NULL for a shorter buffer",
     "replay_create": "lustre_idl.h defines OBD_CONNECT2_REPLAY_CREATE (OST_CREATE replay; LU-15671)",
     "punch_projid": "ofd_attr_handle_id keeps LA_PROJID when the object's projid is 0 and the "
                     "request's is not (the test 'la_projid != 0' beside S_ISVTX; LU-16265)",
@@ -634,7 +636,7 @@ def wiretest_statements(text: str):
 def parse_wiretest(text: str) -> dict:
     """Constants, structure sizes and field assertions of wiretest.c."""
     out = {"constants": {}, "const_exprs": {}, "sizes": {}, "kinds": {}, "fields": {}, "lines": {}, "conditions": {},
-           "cross": []}
+           "cross": [], "typedefs": set()}
     for kind, expr, line, cond in wiretest_statements(text):
         if kind == "BUILD_BUG_ON":
             m = re.match(r"^([A-Z_][A-Z0-9_]*)\s*!=\s*(.+)$", expr)
@@ -650,22 +652,25 @@ def parse_wiretest(text: str) -> dict:
         if m:
             out["const_exprs"][m.group(1)] = (m.group(2), line, cond)
             continue
-        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(struct|union)\s+(\w+)\s*\)\s*==\s*(\d+)$", expr)
+        # "Checks for type X" (older trees): the typedef name of an aggregate, with no keyword
+        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(?:(struct|union)\s+)?(\w+)\s*\)\s*==\s*(\d+)$", expr)
         if m:
             name = m.group(2)
             out["sizes"][name] = int(m.group(3))
-            out["kinds"][name] = m.group(1)
+            out["kinds"][name] = m.group(1) or "struct"
+            if not m.group(1):
+                out["typedefs"].add(name)
             out["lines"].setdefault(name, [line, line])
             out["conditions"].setdefault(name, cond)
             continue
-        m = re.match(r"^\(int\)\s*offsetof\s*\(\s*(?:struct|union)\s+(\w+)\s*,\s*([\w.]+)(?:\[([^\]]+)\])?\s*\)\s*==\s*(\d+)$", expr)
+        m = re.match(r"^\(int\)\s*offsetof\s*\(\s*(?:(?:struct|union)\s+)?(\w+)\s*,\s*([\w.]+)(?:\[([^\]]+)\])?\s*\)\s*==\s*(\d+)$", expr)
         if m:
             name, member, index, value = m.group(1), m.group(2), m.group(3), int(m.group(4))
             row = out["fields"].setdefault(name, {}).setdefault(member, {"cond": cond})
             row["offset"], row["index"] = value, index
             out["lines"].setdefault(name, [line, line])[1] = line
             continue
-        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(\*?)\s*\(\s*\(\s*(?:struct|union)\s+(\w+)\s*\*\s*\)\s*0\s*\)\s*->\s*([\w.]+)"
+        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(\*?)\s*\(\s*\(\s*(?:(?:struct|union)\s+)?(\w+)\s*\*\s*\)\s*0\s*\)\s*->\s*([\w.]+)"
                      r"(?:\[([^\]]+)\])?\s*\)\s*==\s*(\d+)$", expr)
         if m:
             deref, name, member, index, value = m.groups()
@@ -728,6 +733,11 @@ def member_path(hdr: Headers, agg: Aggregate, dotted: str) -> Member | None:
 
 def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, list]:
     structs, problems = {}, []
+    # a keyword-less name wiretest sizes is a structure only when the headers declare one by it
+    for name in wire["typedefs"]:
+        if hdr.find(name) is None:
+            for key in ("sizes", "kinds", "fields", "lines", "conditions"):
+                wire[key].pop(name, None)
     for name, size in wire["sizes"].items():
         hdr.wire_sizes[name] = size
     for name in sorted(set(wire["fields"]) - set(wire["sizes"])):
@@ -755,6 +765,8 @@ def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, l
         fields = []
         for member, row in wire["fields"].get(name, {}).items():
             decl = member_path(hdr, agg, member) if agg is not None else None
+            if decl is None and agg is not None and row.get("cond") and row["cond"] != wire["conditions"].get(name):
+                continue        # asserted under a condition of its own that the headers read do not meet
             if "size" not in row and "offset" in row and decl is not None and hdr.dims(decl)[:1] == [0]:
                 row = dict(row, size=hdr.elem_size(decl), element=True)     # a flexible array: offset only
             if "offset" not in row or "size" not in row:
@@ -851,10 +863,22 @@ def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, l
                 sub["header_fields"] = [r["name"] for r in sub["fields"]]
                 mark_unions(sub["fields"], sub, t[7:])
                 structs[t[7:]] = sub
-    # structures a field refers to that wiretest asserts nothing of, and the `wanted` ones the
-    # header declares: laid out from the header
-    todo = [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")]
-    todo += [name for name in wanted if name not in structs and hdr.find(name) is not None]
+    # structures a field refers to that wiretest asserts nothing of: laid out from the header
+    lay_out(hdr, structs, [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")],
+            problems)
+    # the `wanted` ones the header declares, each kept only when the header lays out all of it
+    for name in wanted:
+        if name not in structs and hdr.find(name) is not None:
+            trial, missing = dict(structs), []
+            lay_out(hdr, trial, [name], missing)
+            if not missing:
+                structs = trial
+    return dict(sorted(structs.items())), problems
+
+
+def lay_out(hdr: Headers, structs: dict, todo: list, problems: list) -> None:
+    """Add to `structs` each structure of `todo` and every structure nested in it, laid out
+    from the header (a problem for each one the header does not lay out)."""
     while todo:
         ref = todo.pop()
         if ref in structs:
@@ -875,7 +899,6 @@ def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, l
         mark_unions(entry["fields"], entry, ref)
         structs[ref] = entry
         todo += [f["type"][7:] for f in entry["fields"] if f["type"] and f["type"].startswith("struct ")]
-    return dict(sorted(structs.items())), problems
 
 
 def header_row(hdr: Headers, name, offset, m: Member, count, flexible) -> dict:
@@ -1109,9 +1132,15 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
     put("jobid_nul_terminated",
         re.search(r"pb_jobid\s*\[\s*LUSTRE_JOBID_SIZE\s*-\s*1\s*\]\s*=\s*'\\0'", body),
         f"{PACK_GENERIC}:{line} lustre_msg_get_jobid")
-    put("jobid_checks_body_len",
-        re.search(r"lm_buflens\s*\[\s*MSG_PTLRPC_BODY_OFF\s*\]\s*<\s*sizeof\s*\(\s*struct ptlrpc_body\s*\)", body),
-        f"{PACK_GENERIC}:{line} lustre_msg_get_jobid")
+    own = re.search(r"lm_buflens\s*\[\s*MSG_PTLRPC_BODY_OFF\s*\]\s*<\s*sizeof\s*\(\s*struct ptlrpc_body\s*\)", body)
+    asks = re.search(r"lustre_msg_buf_v2\s*\(\s*\w+\s*,\s*MSG_PTLRPC_BODY_OFF\s*,\s*sizeof\s*\(\s*"
+                     r"(?:struct\s+ptlrpc_body|\*\s*\w+)\s*\)\s*\)", body)
+    got = function_body(pg, "lustre_msg_buf_v2")
+    refuses = got and re.search(r"if\s*\(\s*(?:unlikely\s*\(\s*)?buflen\s*<\s*min_size\s*\)?\s*\)\s*\{?[^}]*?return\s+NULL",
+                                got[0])
+    put("jobid_checks_body_len", own or (asks and refuses),
+        f"{PACK_GENERIC}:{line} lustre_msg_get_jobid" + ("" if own or not (asks and refuses) else
+                                                         f"; {PACK_GENERIC}:{got[1]} lustre_msg_buf_v2"))
 
     idl = hdr.uapi + "lustre_idl.h"
     itext = strip_comments(tree.read(idl))
@@ -1168,24 +1197,14 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
 
 # --------------------------------------------------------------------------- assembling
 
-def certified_structs() -> tuple:
-    """The structures the suite's `structs` capability certifies (the seed structures of
-    spec/layouts.json and those nested in them) that today's wiretest.c asserts: an older
-    release whose wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0) still has
-    it when its headers declare it."""
+def today_structs() -> tuple:
+    """Every structure today's wiretest.c asserts (the committed 2.17.57 file): an older release
+    whose wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0, lmv_user_md_v1
+    before 2.17.57) still has it when its headers declare it."""
     own = OUTPUT_DIR / f"{TODAY}.json"
     if not own.exists():
         return ()
-    asserted = json.loads(own.read_text())["structs"]
-    table = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
-    out, todo = set(), [n for n, e in table.items() if e.get("seed")]
-    while todo:
-        name = todo.pop()
-        if name in out or name not in table:
-            continue
-        out.add(name)
-        todo += [f["type"][7:] for f in table[name]["fields"] if f["type"].startswith("struct ")]
-    return tuple(sorted(out & set(asserted)))
+    return tuple(sorted(json.loads(own.read_text())["structs"]))
 
 
 def today_struct_fields(struct: str, structs: dict, release: str) -> list:
@@ -1225,7 +1244,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
     if wt is None:
         raise SystemExit(f"gen_release_facts: no {WIRETEST} in the tree")
     wire = parse_wiretest(wt)
-    structs, problems = build_structs(hdr, wire, certified_structs() if release != TODAY else ())
+    structs, problems = build_structs(hdr, wire, today_structs() if release != TODAY else ())
     if today is None:
         today = {n: structs[n]["fields"] for n in SWAB_FUNCS} if release == TODAY else today_layouts()
 
