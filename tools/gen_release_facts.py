@@ -120,6 +120,11 @@ BEHAVIOUR_DOC = {
                       "(LU-18757)",
     "reply_body_shrunk": "ptlrpc_send_reply cuts buffer 0 of every reply to sizeof(struct ptlrpc_body_v2) "
                          "(lustre_shrink_msg; gone with LU-12523)",
+    "create_reply_seq_width": "ofd_create_hdl sets OBD_MD_FLSIZE in the reply's o_valid, o_size being the "
+                              "sequence width (LU-11912)",
+    "create_gap_seq_width": "ofd_create_hdl, for an id more than 5 * OST_MAX_PRECREATE above LAST_ID, creates "
+                            "the last min(seq_width, OST_MAX_PRECREATE) ids; before, the last "
+                            "OST_MAX_PRECREATE / 2 (LU-11912)",
 }
 
 
@@ -1185,6 +1190,9 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
     put("erofs_sent_as_reply", re.search(r"!=\s*-\s*EROFS\b", body), where)
     body, where = body_of("lustre/ofd/ofd_dev.c", "ofd_create_hdl")
     put("create_trusts_last_id", body and not re.search(r"\bdiff\s*<=\s*-\s*OST_MAX_PRECREATE\b", body), where)
+    put("create_reply_seq_width", re.search(r"o_valid\s*\|=\s*OBD_MD_FLSIZE\b", body), where)
+    gap = re.search(r"diff\s*>\s*5\s*\*\s*OST_MAX_PRECREATE\s*\)(.*?)\bwhile\s*\(", body, re.S)
+    put("create_gap_seq_width", gap and re.search(r"\bdiff\s*=\s*min\w*\s*\(\s*seq_width\b", gap.group(1)), where)
     body, where = body_of("lustre/ofd/ofd_dev.c", "ofd_punch_hdl")
     call = re.search(r"la_from_obdo\s*\(([^;]*)\)\s*;", body)
     put("punch_sets_ids", call and all(b in call.group(1) for b in ("OBD_MD_FLUID", "OBD_MD_FLGID", "OBD_MD_FLPROJID")),
