@@ -304,3 +304,36 @@ def test_structures_an_older_tree_has_are_not_absent(release):
 
 def test_a_structure_an_older_tree_lacks_stays_absent():
     assert layouts.absent("lu_pcc_detach", "2.12.9") and not layouts.absent("lu_pcc_detach", "2.15.8")
+
+
+@pytest.mark.parametrize("release, struct, field, swapped", [
+    ("2.12.9", "close_data", "cd_handle", False), ("2.15.8", "close_data", "cd_handle", False),
+    ("2.16.1", "close_data", "cd_handle", True), ("2.17.0", "mdt_rec_reint", "rr_padding_1_h", False),
+    ("2.12.9", "ldlm_request", "lock_handle", False)])
+def test_every_swab_routine_is_compared_release_to_release(release, struct, field, swapped):
+    """Every structure with a lustre_swab_* routine of its own is read in each tag's
+    pack_generic.c (struct_unswabbed), not only the eight the suite's vectors send swapped:
+    close_data's handle is swabbed from 2.16 (LU-13048), mdt_rec_reint's rr_padding_1_h from
+    2.17.57; a release that swabs otherwise reads the structure otherwise."""
+    rule = layouts.swab_rules(release).get(struct, {})
+    assert (field not in rule.get("opaque", ())) == swapped
+    assert layouts.reads_otherwise(struct, release) != swapped or struct == "ldlm_request"
+    assert len(releases_json(release)["struct_unswabbed"]) > 50
+
+
+def releases_json(release):
+    from ptlrpc_conformance.spec import releases
+    return releases.load(release)
+
+
+def test_a_users_big_endian_vector_follows_its_release_s_swab_rule():
+    """A big-endian close_data vector of the user's, written as 2.17.57 swabs it, is not judged
+    under 2.15.8 (whose lustre_swab_close_data leaves cd_handle alone) unless it gives bytes for
+    that release's profile."""
+    from ptlrpc_conformance.harness.data.vectors import Vector
+    from ptlrpc_conformance.harness.verdicts import release as release_rules
+    v = Vector(id="user.close-data-be", title="t", requirements=("STRUCT-SWAB-1",), cite=("c",), verdict="valid",
+               direction="request", data=bytes(96), op="decode_struct", struct="close_data", byte_order="big",
+               expect={"fields": {}})
+    assert "reads struct close_data otherwise" in release_rules.struct_not_applicable(v, "2.15.8")
+    assert release_rules.struct_not_applicable(v, "2.16.1") is None

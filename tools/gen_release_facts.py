@@ -1005,13 +1005,31 @@ def today_names(structs: dict, struct: str, today_layout: dict) -> dict:
     return out
 
 
+SWAB_FILES = (PACK_GENERIC, "lustre/obdclass/llog_swab.c")
+
+
+def swab_functions(tree: Tree) -> dict:
+    """{structure: (function, ...)}: every swab routine of pack_generic.c and llog_swab.c that
+    takes one pointer to a structure (void lustre_swab_X(struct T *p)), by the structure."""
+    out: dict[str, list] = {}
+    for path in SWAB_FILES:
+        clean = strip_comments(tree.read(path) or "")
+        for m in re.finditer(r"^(?:static\s+)?(?:inline\s+)?void\s+(lustre_swab_\w+)\s*\(\s*struct\s+(\w+)\s*\*\s*\w+\s*\)\s*\{",
+                             clean, re.M):
+            out.setdefault(m.group(2), []).append(m.group(1))
+    return {k: tuple(v) for k, v in sorted(out.items())}
+
+
 def swabbed_fields(tree: Tree, struct: str, funcs: dict = SWAB_FUNCS) -> tuple[set, list]:
-    """Names of the struct's fields that a swab statement of pack_generic.c swaps, and cites.
+    """Names of the struct's fields that a swab statement of its routines swaps, and cites.
     A field handed whole to another swab function (lustre_swab_obdo(&b->oa)) counts as swapped."""
-    text = tree.read(PACK_GENERIC) or ""
     names, cites = set(), []
     for func in funcs[struct]:
-        got = function_body(text, func)
+        got, path = None, PACK_GENERIC
+        for path in SWAB_FILES:
+            got = function_body(tree.read(path) or "", func)
+            if got:
+                break
         if not got:
             continue
         body, line = got
@@ -1019,7 +1037,7 @@ def swabbed_fields(tree: Tree, struct: str, funcs: dict = SWAB_FUNCS) -> tuple[s
         if funcs is not SWAB_FUNCS:
             found += re.findall(r"\blustre_swab_\w+\s*\(\s*&\s*\(?\s*\w+\s*->\s*(\w+)\s*\)?\s*[,)]", body)
         names.update(found)
-        cites.append(f"{PACK_GENERIC}:{line} {func}")
+        cites.append(f"{path}:{line} {func}")
     return names, cites
 
 
@@ -1205,13 +1223,28 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
 
 # --------------------------------------------------------------------------- assembling
 
+def seed_structs() -> tuple:
+    """The structures the suite's `structs` capability certifies: the seed structures of
+    spec/layouts.json and those nested in them (some, such as close_data, no wiretest.c
+    asserts: they are laid out from the headers)."""
+    table = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
+    out, todo = set(), [n for n, e in table.items() if e.get("seed")]
+    while todo:
+        name = todo.pop()
+        if name in out or name not in table:
+            continue
+        out.add(name)
+        todo += [f["type"][7:] for f in table[name]["fields"] if f["type"].startswith("struct ")]
+    return tuple(sorted(out))
+
+
 def today_structs() -> tuple:
-    """Every structure today's wiretest.c asserts (the committed 2.17.57 file): an older release
-    whose wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0, lmv_user_md_v1
-    before 2.17.57) still has it when its headers declare it."""
+    """Every structure of today's file (the committed 2.17.57 one): an older release whose
+    wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0, lmv_user_md_v1 before
+    2.17.57) still has it when its headers declare it."""
     own = OUTPUT_DIR / f"{TODAY}.json"
     if not own.exists():
-        return ()
+        return seed_structs()
     return tuple(sorted(json.loads(own.read_text())["structs"]))
 
 
@@ -1226,15 +1259,16 @@ def today_struct_fields(struct: str, structs: dict, release: str) -> list:
     return table[struct]["fields"]
 
 
-def today_layouts() -> dict:
-    """Field lists of today's lustre_msg_v2 / ptlrpc_body_v3, from the committed 2.17.57 file when
-    it exists (the generator run on v2_17_57 provides it), else from spec/layouts.json."""
+def today_layouts(all_structs: bool = False) -> dict:
+    """Field lists of today's lustre_msg_v2 / ptlrpc_body_v3 (`all_structs`: of every structure),
+    from the committed 2.17.57 file when it exists (the generator run on v2_17_57 provides it),
+    else from spec/layouts.json."""
     own = OUTPUT_DIR / f"{TODAY}.json"
     if own.exists():
         structs = json.loads(own.read_text())["structs"]
     else:
         structs = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
-    return {n: structs[n]["fields"] for n in SWAB_FUNCS}
+    return {n: structs[n]["fields"] for n in (structs if all_structs else SWAB_FUNCS)}
 
 
 REQUIRED = (WIRETEST, PACK_GENERIC, LAYOUT, "lustre/ofd/ofd_objects.c")
@@ -1252,7 +1286,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
     if wt is None:
         raise SystemExit(f"gen_release_facts: no {WIRETEST} in the tree")
     wire = parse_wiretest(wt)
-    structs, problems = build_structs(hdr, wire, today_structs() if release != TODAY else ())
+    structs, problems = build_structs(hdr, wire, today_structs() if release != TODAY else seed_structs())
     if today is None:
         today = {n: structs[n]["fields"] for n in SWAB_FUNCS} if release == TODAY else today_layouts()
 
@@ -1287,20 +1321,30 @@ def build(tree: Tree, today: dict | None = None) -> dict:
                              if release_name[f["name"]] not in swapped]
         swab_cites[struct] = "; ".join(cites)
     struct_unswabbed = {}
-    for struct in STRUCT_SWAB_FUNCS:
-        if struct not in structs:
+    # every structure with a swab routine of its own (the six the suite's vectors send
+    # byte-swapped first, by the function named there), compared release to release by
+    # spec/layouts.py swab_rules
+    funcs = {**swab_functions(tree), **STRUCT_SWAB_FUNCS}
+    for struct in funcs:
+        if (struct not in structs or struct in SWAB_FUNCS or structs[struct].get("kind") == "union"
+                or (release != TODAY and struct not in today_layouts(all_structs=True))):
             continue
         fields = [f for f in structs[struct]["fields"] if not f.get("flexible")]
         names = today_names(structs, struct, today_struct_fields(struct, structs, release))
         back = {}
         for now, old in names.items():
             back.setdefault(old, []).append(now)
-        swapped, cites = swabbed_fields(tree, struct, STRUCT_SWAB_FUNCS)
+        swapped, cites = swabbed_fields(tree, struct, funcs)
+        if not cites:
+            continue                         # the routine is not in this release's files
         # one-byte fields need no swapping (Lustre's code says so of ocd_blocksize)
         left = [f["name"] for f in fields if f["name"] not in swapped and f["size"] // f.get("count", 1) > 1]
-        now = {f["name"] for f in today_struct_fields(struct, structs, release)}
+        # today's fields, by the size of one element: padding that today holds one-byte fields
+        # (lcm_ec_count) needs no swapping either
+        now = {f["name"]: f["size"] // max(1, f.get("count", 1)) for f in today_struct_fields(struct, structs, release)}
         struct_unswabbed[struct] = {"fields": sorted({n for old in left
-                                                      for n in back.get(old, []) + ([old] if old in now else [])}),
+                                                      for n in back.get(old, []) + ([old] if old in now else [])
+                                                      if now.get(n, 2) != 1}),
                                     "cite": "; ".join(cites)}
     # other structures whose field at today's offset has another name
     if release != TODAY:
