@@ -288,3 +288,52 @@ def test_only_names_differ_is_no_difference():
     assert ("qb_glb_ver", 80, 8) in _fields("2.17.0", "quota_body")
     assert not layouts.reads_otherwise("quota_body", "2.17.0")
     assert not layouts.reads_otherwise("layout_intent", "2.15.8")
+
+
+@pytest.mark.parametrize("release", ["2.12.9", "2.15.8", "2.16.1", "2.17.0"])
+def test_structures_an_older_tree_has_are_not_absent(release):
+    """lmv_user_md_v1 is declared in every tree's lustre_user.h (wiretest.c asserts it from
+    2.17.57 on); the older wiretest.c checks posix_acl_xattr_entry and _header by their typedef
+    names ("Checks for type ..."): all three are there, not reported absent."""
+    for name in ("lmv_user_md_v1", "posix_acl_xattr_entry", "posix_acl_xattr_header"):
+        assert layouts.absent(name, release) is None, (name, release)
+    assert [(f["name"], f["offset"], f["size"]) for f in layouts.view(release)["structs"]["posix_acl_xattr_entry"]["fields"]] \
+        == [("e_tag", 0, 2), ("e_perm", 2, 2), ("e_id", 4, 4)]
+    assert layouts.view(release)["structs"]["lmv_user_md_v1"]["size"] == 48
+
+
+def test_a_structure_an_older_tree_lacks_stays_absent():
+    assert layouts.absent("lu_pcc_detach", "2.12.9") and not layouts.absent("lu_pcc_detach", "2.15.8")
+
+
+@pytest.mark.parametrize("release, struct, field, swapped", [
+    ("2.12.9", "close_data", "cd_handle", False), ("2.15.8", "close_data", "cd_handle", False),
+    ("2.16.1", "close_data", "cd_handle", True), ("2.17.0", "mdt_rec_reint", "rr_padding_1_h", False),
+    ("2.12.9", "ldlm_request", "lock_handle", False)])
+def test_every_swab_routine_is_compared_release_to_release(release, struct, field, swapped):
+    """Every structure with a lustre_swab_* routine of its own is read in each tag's
+    pack_generic.c (struct_unswabbed), not only the eight the suite's vectors send swapped:
+    close_data's handle is swabbed from 2.16 (LU-13048), mdt_rec_reint's rr_padding_1_h from
+    2.17.57; a release that swabs otherwise reads the structure otherwise."""
+    rule = layouts.swab_rules(release).get(struct, {})
+    assert (field not in rule.get("opaque", ())) == swapped
+    assert layouts.reads_otherwise(struct, release) != swapped or struct == "ldlm_request"
+    assert len(releases_json(release)["struct_unswabbed"]) > 50
+
+
+def releases_json(release):
+    from ptlrpc_conformance.spec import releases
+    return releases.load(release)
+
+
+def test_a_users_big_endian_vector_follows_its_release_s_swab_rule():
+    """A big-endian close_data vector of the user's, written as 2.17.57 swabs it, is not judged
+    under 2.15.8 (whose lustre_swab_close_data leaves cd_handle alone) unless it gives bytes for
+    that release's profile."""
+    from ptlrpc_conformance.harness.data.vectors import Vector
+    from ptlrpc_conformance.harness.verdicts import release as release_rules
+    v = Vector(id="user.close-data-be", title="t", requirements=("STRUCT-SWAB-1",), cite=("c",), verdict="valid",
+               direction="request", data=bytes(96), op="decode_struct", struct="close_data", byte_order="big",
+               expect={"fields": {}})
+    assert "reads struct close_data otherwise" in release_rules.struct_not_applicable(v, "2.15.8")
+    assert release_rules.struct_not_applicable(v, "2.16.1") is None

@@ -7,6 +7,7 @@ import pytest
 
 import independent_ost
 from adapters import started, scenario_by_id
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import scenario as scen, wire
 from ptlrpc_conformance.reference import make_testee, release_ost
 
@@ -81,3 +82,30 @@ def test_a_create_that_stops_early_is_followed_by_another():
     for prev, n in zip(again, again[1:]):
         cond = s.steps[n - 1].if_outcome
         assert cond and cond[0]["step"] == prev and all(o.startswith("stopped-early") for o in cond[0]["outcome"])
+
+
+@pytest.mark.parametrize("sid", ["recovery.replay.transno-order", "recovery.claimed-transno"])
+def test_an_ost_that_grants_replay_create_fails_an_older_release(sid):
+    """OBD_CONNECT2_REPLAY_CREATE is not defined before 2.16: an OST judged as 2.15.8 that
+    grants it (here the reference as a 2.16.1 OST) and gives its creates transnos fails,
+    on the grant (TGT-CONN-1) and on the transnos (TGT-TRANSNO-2)."""
+    problems, _ = scen.run(scenario_by_id(sid), started(release_ost("2.16.1")), release="2.15.8")
+    assert any("TGT-CONN-1" in p and "does not define" in p for p in problems), problems
+    assert any("TGT-TRANSNO-2" in p and "opcode 5" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("release, asks", [("2.12.9", False), ("2.15.8", False), ("2.16.1", True), ("2.17.57", True)])
+def test_the_suite_s_client_asks_replay_create_only_where_the_release_defines_it(release, asks):
+    """The suite's client of a session judged as `release` asks for OBD_CONNECT2_REPLAY_CREATE
+    only where that release's lustre_idl.h defines it (spec/releases: behaviour replay_create)."""
+    from ptlrpc_conformance.harness.ost.session import Session
+    from ptlrpc_conformance.spec import structs as S
+    s = Session(make_testee())
+    s.judge.release = release
+    c = s.add_client("c2", replay_create=True)
+    ocd = S.unpack("obd_connect_data", c.connect_buffers()[3])
+    assert c.replay_create is asks
+    assert bool(ocd["ocd_connect_flags2"] & spec.constant("OBD_CONNECT2_REPLAY_CREATE")) is asks
+    # a grant of it, asked or not, puts it in force only where it was asked for
+    c.granted, c.granted2 = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REPLAY_CREATE")
+    assert c.creates_take_transnos is asks

@@ -1726,3 +1726,31 @@ def test_create_far_below_last_id_by_release(release, status):
     else:
         assert rep.status == 0 and ostid_id(rep.oa["o_oi"]) == 30001
     assert c.create(10001).status == 0                  # less than 20000 below: trusted in both
+
+
+@pytest.mark.parametrize("release, sized", [("2.12.9", False), ("2.15.8", False), ("2.16.1", True), ("2.17.57", True)])
+def test_create_reply_size_by_release(release, sized):
+    """From 2.16 ofd_create_hdl sets OBD_MD_FLSIZE in every create reply, o_size the sequence
+    width; before, a create reply has no size (FLID | FLGROUP on success, nothing on -EINVAL)."""
+    t = Target(TargetConfig(release=release, last_id_start=30000))
+    c = connected(t)
+    rep = c.create(30005)
+    assert rep.status == 0
+    assert rep.oa["o_valid"] == FLID | FLGROUP | (FLSIZE if sized else 0)
+    assert rep.oa["o_size"] == (t.config.seq_width if sized else 0)
+    if not sized:                                       # far below LAST_ID: refused, no bits at all
+        rep = c.create(1)
+        assert rep.status == e("EINVAL") and rep.oa["o_valid"] == 0 and rep.oa["o_size"] == 0
+
+
+@pytest.mark.parametrize("release, made", [("2.12.9", 10000), ("2.15.8", 10000), ("2.16.1", 20000)])
+def test_create_huge_gap_by_release(release, made):
+    """A gap above 5 * OST_MAX_PRECREATE: from 2.16 the last min(width, OST_MAX_PRECREATE) ids
+    are made; before, the last OST_MAX_PRECREATE / 2 (ofd_create_hdl)."""
+    t = Target(TargetConfig(release=release))
+    c = connected(t)
+    c.create(3)
+    rep = c.create(200000)
+    assert rep.status == 0 and rep.oid == (0, 200000)
+    assert c.getattr(200000 - made + 1).status == 0 and c.getattr(200000 - made).status == e("ENOENT")
+    assert len(t.objects) == 3 + made

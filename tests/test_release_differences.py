@@ -157,3 +157,20 @@ def test_requirements_say_where_their_rule_depends_on_the_release():
             continue
         assert any(re.search(r"\b2\.1[0-9](\.[0-9]+)?\b", statements[r]) for r in d.requirements), (
             f"{d.id}: none of {', '.join(d.requirements)} says which releases its rule holds for")
+
+
+@pytest.mark.parametrize("did, lu, to", [
+    ("obd-quotactl-pool-name", "LU-11023", "2.15.8"), ("ost-fallocate-opcode", "LU-3606", "2.15.8"),
+    ("ost-seek-opcode", "LU-10810", "2.15.8"), ("close-data-handle-swabbed", "LU-13048", "2.16.1")])
+def test_differences_read_again_from_the_tags_are_there(did, lu, to):
+    """Found by reading each tag again (issue 34): qc_poolname, OST_FALLOCATE and OST_SEEK
+    are not in 2.12.9; lustre_swab_close_data swaps cd_handle from 2.16."""
+    d = {x.id: x for x in rd.differences()}[did]
+    assert (d.lu, d.to_release) == (lu, to)
+
+
+def test_the_opcode_differences_match_the_release_facts():
+    from ptlrpc_conformance.spec import releases
+    for name in ("OST_SEEK", "OST_FALLOCATE"):
+        assert name not in releases.load("2.12.9")["constants"] and name in releases.load("2.15.8")["constants"]
+        assert name[len("OST_"):] not in {k[len("OST_"):] for k in releases.load("2.12.9")["message_formats"]}

@@ -30,7 +30,8 @@ SECTIONS = ("format", "release", "tag", "commit", "sources", "structs", "field_n
             "constants", "errnos", "connect", "message_fields", "message_formats", "behaviour")
 BEHAVIOURS = ("jobid_nul_terminated", "jobid_checks_body_len", "replay_create", "punch_projid",
               "check_resource_ids", "buflen_wrap", "cksum_has_buf_arg", "unknown_opcode_eopnotsupp",
-              "erofs_sent_as_reply", "create_trusts_last_id", "punch_sets_ids", "reply_body_shrunk")
+              "erofs_sent_as_reply", "create_trusts_last_id", "punch_sets_ids", "reply_body_shrunk",
+              "create_reply_seq_width", "create_gap_seq_width")
 # the stand-in trees hold no target code (tgt_handler.c, niobuf.c, ofd_dev.c): only these are found there
 STANDIN_BEHAVIOURS = BEHAVIOURS[:7]
 
@@ -53,13 +54,15 @@ NAMES = {"2.12.9": OLD_NAMES, "2.15.8": OLD_NAMES,
          "2.16.1": {"ptlrpc_body_v3": {"pb_projid": "pb_padding1"}}, "2.17.0": {}, "2.17.57": {}}
 # release -> (jobid_nul_terminated, jobid_checks_body_len, replay_create, punch_projid,
 #             check_resource_ids, buflen_wrap, cksum_has_buf_arg, unknown_opcode_eopnotsupp,
-#             erofs_sent_as_reply, create_trusts_last_id, punch_sets_ids, reply_body_shrunk)
+#             erofs_sent_as_reply, create_trusts_last_id, punch_sets_ids, reply_body_shrunk,
+#             create_reply_seq_width, create_gap_seq_width)
 BEHAVIOUR = {
-    "2.12.9": (False, False, False, False, False, True, False, False, False, False, False, True),
-    "2.15.8": (True, True, False, False, False, True, True, False, False, False, False, False),
-    "2.16.1": (True, True, True, False, False, True, True, True, True, True, False, False),
-    "2.17.0": (True, True, True, True, True, True, True, True, True, True, True, False),
-    "2.17.57": (True, True, True, True, True, True, True, True, True, True, True, False),
+    # 2.12.9's lustre_msg_get_jobid asks lustre_msg_buf_v2 for the whole ptlrpc_body: NULL too
+    "2.12.9": (False, True, False, False, False, True, False, False, False, False, False, True, False, False),
+    "2.15.8": (True, True, False, False, False, True, True, False, False, False, False, False, False, False),
+    "2.16.1": (True, True, True, False, False, True, True, True, True, True, False, False, True, True),
+    "2.17.0": (True, True, True, True, True, True, True, True, True, True, True, False, True, True),
+    "2.17.57": (True, True, True, True, True, True, True, True, True, True, True, False, True, True),
 }
 
 

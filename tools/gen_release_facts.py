@@ -100,7 +100,9 @@ BEHAVIOUR_DOC = {
     "jobid_nul_terminated": "lustre_msg_get_jobid stores '\\0' in pb_jobid[LUSTRE_JOBID_SIZE - 1] "
                             "(an unterminated jobid is terminated; LU-16376)",
     "jobid_checks_body_len": "lustre_msg_get_jobid returns NULL when buffer 0 is shorter than "
-                             "struct ptlrpc_body (a ptlrpc_body_v2 has no jobid)",
+                             "struct ptlrpc_body (a ptlrpc_body_v2 has no jobid): it compares "
+                             "lm_buflens[MSG_PTLRPC_BODY_OFF] itself, or asks lustre_msg_buf_v2 for "
+                             "sizeof(struct ptlrpc_body), which returns NULL for a shorter buffer",
     "replay_create": "lustre_idl.h defines OBD_CONNECT2_REPLAY_CREATE (OST_CREATE replay; LU-15671)",
     "punch_projid": "ofd_attr_handle_id keeps LA_PROJID when the object's projid is 0 and the "
                     "request's is not (the test 'la_projid != 0' beside S_ISVTX; LU-16265)",
@@ -118,6 +120,11 @@ BEHAVIOUR_DOC = {
                       "(LU-18757)",
     "reply_body_shrunk": "ptlrpc_send_reply cuts buffer 0 of every reply to sizeof(struct ptlrpc_body_v2) "
                          "(lustre_shrink_msg; gone with LU-12523)",
+    "create_reply_seq_width": "ofd_create_hdl sets OBD_MD_FLSIZE in the reply's o_valid, o_size being the "
+                              "sequence width (LU-11912)",
+    "create_gap_seq_width": "ofd_create_hdl, for an id more than 5 * OST_MAX_PRECREATE above LAST_ID, creates "
+                            "the last min(seq_width, OST_MAX_PRECREATE) ids; before, the last "
+                            "OST_MAX_PRECREATE / 2 (LU-11912)",
 }
 
 
@@ -634,7 +641,7 @@ def wiretest_statements(text: str):
 def parse_wiretest(text: str) -> dict:
     """Constants, structure sizes and field assertions of wiretest.c."""
     out = {"constants": {}, "const_exprs": {}, "sizes": {}, "kinds": {}, "fields": {}, "lines": {}, "conditions": {},
-           "cross": []}
+           "cross": [], "typedefs": set()}
     for kind, expr, line, cond in wiretest_statements(text):
         if kind == "BUILD_BUG_ON":
             m = re.match(r"^([A-Z_][A-Z0-9_]*)\s*!=\s*(.+)$", expr)
@@ -650,22 +657,25 @@ def parse_wiretest(text: str) -> dict:
         if m:
             out["const_exprs"][m.group(1)] = (m.group(2), line, cond)
             continue
-        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(struct|union)\s+(\w+)\s*\)\s*==\s*(\d+)$", expr)
+        # "Checks for type X" (older trees): the typedef name of an aggregate, with no keyword
+        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(?:(struct|union)\s+)?(\w+)\s*\)\s*==\s*(\d+)$", expr)
         if m:
             name = m.group(2)
             out["sizes"][name] = int(m.group(3))
-            out["kinds"][name] = m.group(1)
+            out["kinds"][name] = m.group(1) or "struct"
+            if not m.group(1):
+                out["typedefs"].add(name)
             out["lines"].setdefault(name, [line, line])
             out["conditions"].setdefault(name, cond)
             continue
-        m = re.match(r"^\(int\)\s*offsetof\s*\(\s*(?:struct|union)\s+(\w+)\s*,\s*([\w.]+)(?:\[([^\]]+)\])?\s*\)\s*==\s*(\d+)$", expr)
+        m = re.match(r"^\(int\)\s*offsetof\s*\(\s*(?:(?:struct|union)\s+)?(\w+)\s*,\s*([\w.]+)(?:\[([^\]]+)\])?\s*\)\s*==\s*(\d+)$", expr)
         if m:
             name, member, index, value = m.group(1), m.group(2), m.group(3), int(m.group(4))
             row = out["fields"].setdefault(name, {}).setdefault(member, {"cond": cond})
             row["offset"], row["index"] = value, index
             out["lines"].setdefault(name, [line, line])[1] = line
             continue
-        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(\*?)\s*\(\s*\(\s*(?:struct|union)\s+(\w+)\s*\*\s*\)\s*0\s*\)\s*->\s*([\w.]+)"
+        m = re.match(r"^\(int\)\s*sizeof\s*\(\s*(\*?)\s*\(\s*\(\s*(?:(?:struct|union)\s+)?(\w+)\s*\*\s*\)\s*0\s*\)\s*->\s*([\w.]+)"
                      r"(?:\[([^\]]+)\])?\s*\)\s*==\s*(\d+)$", expr)
         if m:
             deref, name, member, index, value = m.groups()
@@ -728,6 +738,11 @@ def member_path(hdr: Headers, agg: Aggregate, dotted: str) -> Member | None:
 
 def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, list]:
     structs, problems = {}, []
+    # a keyword-less name wiretest sizes is a structure only when the headers declare one by it
+    for name in wire["typedefs"]:
+        if hdr.find(name) is None:
+            for key in ("sizes", "kinds", "fields", "lines", "conditions"):
+                wire[key].pop(name, None)
     for name, size in wire["sizes"].items():
         hdr.wire_sizes[name] = size
     for name in sorted(set(wire["fields"]) - set(wire["sizes"])):
@@ -755,6 +770,8 @@ def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, l
         fields = []
         for member, row in wire["fields"].get(name, {}).items():
             decl = member_path(hdr, agg, member) if agg is not None else None
+            if decl is None and agg is not None and row.get("cond") and row["cond"] != wire["conditions"].get(name):
+                continue        # asserted under a condition of its own that the headers read do not meet
             if "size" not in row and "offset" in row and decl is not None and hdr.dims(decl)[:1] == [0]:
                 row = dict(row, size=hdr.elem_size(decl), element=True)     # a flexible array: offset only
             if "offset" not in row or "size" not in row:
@@ -851,10 +868,22 @@ def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, l
                 sub["header_fields"] = [r["name"] for r in sub["fields"]]
                 mark_unions(sub["fields"], sub, t[7:])
                 structs[t[7:]] = sub
-    # structures a field refers to that wiretest asserts nothing of, and the `wanted` ones the
-    # header declares: laid out from the header
-    todo = [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")]
-    todo += [name for name in wanted if name not in structs and hdr.find(name) is not None]
+    # structures a field refers to that wiretest asserts nothing of: laid out from the header
+    lay_out(hdr, structs, [f["type"][7:] for e in structs.values() for f in e["fields"] if f["type"].startswith("struct ")],
+            problems)
+    # the `wanted` ones the header declares, each kept only when the header lays out all of it
+    for name in wanted:
+        if name not in structs and hdr.find(name) is not None:
+            trial, missing = dict(structs), []
+            lay_out(hdr, trial, [name], missing)
+            if not missing:
+                structs = trial
+    return dict(sorted(structs.items())), problems
+
+
+def lay_out(hdr: Headers, structs: dict, todo: list, problems: list) -> None:
+    """Add to `structs` each structure of `todo` and every structure nested in it, laid out
+    from the header (a problem for each one the header does not lay out)."""
     while todo:
         ref = todo.pop()
         if ref in structs:
@@ -875,7 +904,6 @@ def build_structs(hdr: Headers, wire: dict, wanted: tuple = ()) -> tuple[dict, l
         mark_unions(entry["fields"], entry, ref)
         structs[ref] = entry
         todo += [f["type"][7:] for f in entry["fields"] if f["type"] and f["type"].startswith("struct ")]
-    return dict(sorted(structs.items())), problems
 
 
 def header_row(hdr: Headers, name, offset, m: Member, count, flexible) -> dict:
@@ -977,13 +1005,31 @@ def today_names(structs: dict, struct: str, today_layout: dict) -> dict:
     return out
 
 
+SWAB_FILES = (PACK_GENERIC, "lustre/obdclass/llog_swab.c")
+
+
+def swab_functions(tree: Tree) -> dict:
+    """{structure: (function, ...)}: every swab routine of pack_generic.c and llog_swab.c that
+    takes one pointer to a structure (void lustre_swab_X(struct T *p)), by the structure."""
+    out: dict[str, list] = {}
+    for path in SWAB_FILES:
+        clean = strip_comments(tree.read(path) or "")
+        for m in re.finditer(r"^(?:static\s+)?(?:inline\s+)?void\s+(lustre_swab_\w+)\s*\(\s*struct\s+(\w+)\s*\*\s*\w+\s*\)\s*\{",
+                             clean, re.M):
+            out.setdefault(m.group(2), []).append(m.group(1))
+    return {k: tuple(v) for k, v in sorted(out.items())}
+
+
 def swabbed_fields(tree: Tree, struct: str, funcs: dict = SWAB_FUNCS) -> tuple[set, list]:
-    """Names of the struct's fields that a swab statement of pack_generic.c swaps, and cites.
+    """Names of the struct's fields that a swab statement of its routines swaps, and cites.
     A field handed whole to another swab function (lustre_swab_obdo(&b->oa)) counts as swapped."""
-    text = tree.read(PACK_GENERIC) or ""
     names, cites = set(), []
     for func in funcs[struct]:
-        got = function_body(text, func)
+        got, path = None, PACK_GENERIC
+        for path in SWAB_FILES:
+            got = function_body(tree.read(path) or "", func)
+            if got:
+                break
         if not got:
             continue
         body, line = got
@@ -991,7 +1037,7 @@ def swabbed_fields(tree: Tree, struct: str, funcs: dict = SWAB_FUNCS) -> tuple[s
         if funcs is not SWAB_FUNCS:
             found += re.findall(r"\blustre_swab_\w+\s*\(\s*&\s*\(?\s*\w+\s*->\s*(\w+)\s*\)?\s*[,)]", body)
         names.update(found)
-        cites.append(f"{PACK_GENERIC}:{line} {func}")
+        cites.append(f"{path}:{line} {func}")
     return names, cites
 
 
@@ -1109,9 +1155,15 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
     put("jobid_nul_terminated",
         re.search(r"pb_jobid\s*\[\s*LUSTRE_JOBID_SIZE\s*-\s*1\s*\]\s*=\s*'\\0'", body),
         f"{PACK_GENERIC}:{line} lustre_msg_get_jobid")
-    put("jobid_checks_body_len",
-        re.search(r"lm_buflens\s*\[\s*MSG_PTLRPC_BODY_OFF\s*\]\s*<\s*sizeof\s*\(\s*struct ptlrpc_body\s*\)", body),
-        f"{PACK_GENERIC}:{line} lustre_msg_get_jobid")
+    own = re.search(r"lm_buflens\s*\[\s*MSG_PTLRPC_BODY_OFF\s*\]\s*<\s*sizeof\s*\(\s*struct ptlrpc_body\s*\)", body)
+    asks = re.search(r"lustre_msg_buf_v2\s*\(\s*\w+\s*,\s*MSG_PTLRPC_BODY_OFF\s*,\s*sizeof\s*\(\s*"
+                     r"(?:struct\s+ptlrpc_body|\*\s*\w+)\s*\)\s*\)", body)
+    got = function_body(pg, "lustre_msg_buf_v2")
+    refuses = got and re.search(r"if\s*\(\s*(?:unlikely\s*\(\s*)?buflen\s*<\s*min_size\s*\)?\s*\)\s*\{?[^}]*?return\s+NULL",
+                                got[0])
+    put("jobid_checks_body_len", own or (asks and refuses),
+        f"{PACK_GENERIC}:{line} lustre_msg_get_jobid" + ("" if own or not (asks and refuses) else
+                                                         f"; {PACK_GENERIC}:{got[1]} lustre_msg_buf_v2"))
 
     idl = hdr.uapi + "lustre_idl.h"
     itext = strip_comments(tree.read(idl))
@@ -1156,6 +1208,9 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
     put("erofs_sent_as_reply", re.search(r"!=\s*-\s*EROFS\b", body), where)
     body, where = body_of("lustre/ofd/ofd_dev.c", "ofd_create_hdl")
     put("create_trusts_last_id", body and not re.search(r"\bdiff\s*<=\s*-\s*OST_MAX_PRECREATE\b", body), where)
+    put("create_reply_seq_width", re.search(r"o_valid\s*\|=\s*OBD_MD_FLSIZE\b", body), where)
+    gap = re.search(r"diff\s*>\s*5\s*\*\s*OST_MAX_PRECREATE\s*\)(.*?)\bwhile\s*\(", body, re.S)
+    put("create_gap_seq_width", gap and re.search(r"\bdiff\s*=\s*min\w*\s*\(\s*seq_width\b", gap.group(1)), where)
     body, where = body_of("lustre/ofd/ofd_dev.c", "ofd_punch_hdl")
     call = re.search(r"la_from_obdo\s*\(([^;]*)\)\s*;", body)
     put("punch_sets_ids", call and all(b in call.group(1) for b in ("OBD_MD_FLUID", "OBD_MD_FLGID", "OBD_MD_FLPROJID")),
@@ -1168,15 +1223,10 @@ def behaviour_section(tree: Tree, hdr: Headers) -> dict:
 
 # --------------------------------------------------------------------------- assembling
 
-def certified_structs() -> tuple:
-    """The structures the suite's `structs` capability certifies (the seed structures of
-    spec/layouts.json and those nested in them) that today's wiretest.c asserts: an older
-    release whose wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0) still has
-    it when its headers declare it."""
-    own = OUTPUT_DIR / f"{TODAY}.json"
-    if not own.exists():
-        return ()
-    asserted = json.loads(own.read_text())["structs"]
+def seed_structs() -> tuple:
+    """The structures the suite's `structs` capability certifies: the seed structures of
+    spec/layouts.json and those nested in them (some, such as close_data, no wiretest.c
+    asserts: they are laid out from the headers)."""
     table = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
     out, todo = set(), [n for n, e in table.items() if e.get("seed")]
     while todo:
@@ -1185,7 +1235,17 @@ def certified_structs() -> tuple:
             continue
         out.add(name)
         todo += [f["type"][7:] for f in table[name]["fields"] if f["type"].startswith("struct ")]
-    return tuple(sorted(out & set(asserted)))
+    return tuple(sorted(out))
+
+
+def today_structs() -> tuple:
+    """Every structure of today's file (the committed 2.17.57 one): an older release whose
+    wiretest.c asserts nothing of one (mdc_swap_layouts before 2.17.0, lmv_user_md_v1 before
+    2.17.57) still has it when its headers declare it."""
+    own = OUTPUT_DIR / f"{TODAY}.json"
+    if not own.exists():
+        return seed_structs()
+    return tuple(sorted(json.loads(own.read_text())["structs"]))
 
 
 def today_struct_fields(struct: str, structs: dict, release: str) -> list:
@@ -1199,15 +1259,16 @@ def today_struct_fields(struct: str, structs: dict, release: str) -> list:
     return table[struct]["fields"]
 
 
-def today_layouts() -> dict:
-    """Field lists of today's lustre_msg_v2 / ptlrpc_body_v3, from the committed 2.17.57 file when
-    it exists (the generator run on v2_17_57 provides it), else from spec/layouts.json."""
+def today_layouts(all_structs: bool = False) -> dict:
+    """Field lists of today's lustre_msg_v2 / ptlrpc_body_v3 (`all_structs`: of every structure),
+    from the committed 2.17.57 file when it exists (the generator run on v2_17_57 provides it),
+    else from spec/layouts.json."""
     own = OUTPUT_DIR / f"{TODAY}.json"
     if own.exists():
         structs = json.loads(own.read_text())["structs"]
     else:
         structs = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "layouts.json").read_text())["structs"]
-    return {n: structs[n]["fields"] for n in SWAB_FUNCS}
+    return {n: structs[n]["fields"] for n in (structs if all_structs else SWAB_FUNCS)}
 
 
 REQUIRED = (WIRETEST, PACK_GENERIC, LAYOUT, "lustre/ofd/ofd_objects.c")
@@ -1225,7 +1286,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
     if wt is None:
         raise SystemExit(f"gen_release_facts: no {WIRETEST} in the tree")
     wire = parse_wiretest(wt)
-    structs, problems = build_structs(hdr, wire, certified_structs() if release != TODAY else ())
+    structs, problems = build_structs(hdr, wire, today_structs() if release != TODAY else seed_structs())
     if today is None:
         today = {n: structs[n]["fields"] for n in SWAB_FUNCS} if release == TODAY else today_layouts()
 
@@ -1260,20 +1321,30 @@ def build(tree: Tree, today: dict | None = None) -> dict:
                              if release_name[f["name"]] not in swapped]
         swab_cites[struct] = "; ".join(cites)
     struct_unswabbed = {}
-    for struct in STRUCT_SWAB_FUNCS:
-        if struct not in structs:
+    # every structure with a swab routine of its own (the six the suite's vectors send
+    # byte-swapped first, by the function named there), compared release to release by
+    # spec/layouts.py swab_rules
+    funcs = {**swab_functions(tree), **STRUCT_SWAB_FUNCS}
+    for struct in funcs:
+        if (struct not in structs or struct in SWAB_FUNCS or structs[struct].get("kind") == "union"
+                or (release != TODAY and struct not in today_layouts(all_structs=True))):
             continue
         fields = [f for f in structs[struct]["fields"] if not f.get("flexible")]
         names = today_names(structs, struct, today_struct_fields(struct, structs, release))
         back = {}
         for now, old in names.items():
             back.setdefault(old, []).append(now)
-        swapped, cites = swabbed_fields(tree, struct, STRUCT_SWAB_FUNCS)
+        swapped, cites = swabbed_fields(tree, struct, funcs)
+        if not cites:
+            continue                         # the routine is not in this release's files
         # one-byte fields need no swapping (Lustre's code says so of ocd_blocksize)
         left = [f["name"] for f in fields if f["name"] not in swapped and f["size"] // f.get("count", 1) > 1]
-        now = {f["name"] for f in today_struct_fields(struct, structs, release)}
+        # today's fields, by the size of one element: padding that today holds one-byte fields
+        # (lcm_ec_count) needs no swapping either
+        now = {f["name"]: f["size"] // max(1, f.get("count", 1)) for f in today_struct_fields(struct, structs, release)}
         struct_unswabbed[struct] = {"fields": sorted({n for old in left
-                                                      for n in back.get(old, []) + ([old] if old in now else [])}),
+                                                      for n in back.get(old, []) + ([old] if old in now else [])
+                                                      if now.get(n, 2) != 1}),
                                     "cite": "; ".join(cites)}
     # other structures whose field at today's offset has another name
     if release != TODAY:

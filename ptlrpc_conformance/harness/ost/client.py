@@ -168,8 +168,10 @@ class Client:
 
     @property
     def creates_take_transnos(self) -> bool:
-        """OBD_CONNECT2_REPLAY_CREATE is in force: granted, with OBD_CONNECT_FLAGS2 (§5)."""
-        return bool(self.granted & FLAGS2) and bool(self.granted2 & REPLAY_CREATE)
+        """OBD_CONNECT2_REPLAY_CREATE is in force: asked for, and granted with
+        OBD_CONNECT_FLAGS2 (§5).  A grant of it unasked is TGT-CONN-1's failure, not a reason
+        to expect create transnos."""
+        return self.replay_create and bool(self.granted & FLAGS2) and bool(self.granted2 & REPLAY_CREATE)
 
     def learn_grant(self, rep: Message | None) -> None:
         got = granted_flags(rep)

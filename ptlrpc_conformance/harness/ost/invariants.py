@@ -217,6 +217,12 @@ class TargetChecker:
         self.release = self.release or release_rules.default()
         if not release_rules.behaviour(self.release, "erofs_sent_as_reply"):
             self.reply_statuses.discard(_errno("EROFS"))      # before 2.16 ptlrpc_send_error sends it as ERR
+        # the OBD_CONNECT2_* bits the release's lustre_idl.h defines: its OST grants no other
+        # (OBD_CONNECT2_REPLAY_CREATE from 2.16 on), so creates take transnos only from 2.16
+        from ptlrpc_conformance.spec import releases
+        self.flags2_defined = functools.reduce(
+            lambda a, b: a | b, (r["value"] for r in releases.load(self.release)["connect"]["flags2"].values()), 0)
+        self.replay_create_defined = release_rules.behaviour(self.release, "replay_create")
         self.transaction_ops = {o for o, row in self.ops.items() if row["transno"] == "yes"}
         self.create_op = C("OST_CREATE")
         self.connect_op = C("OST_CONNECT")
@@ -560,7 +566,8 @@ class TargetChecker:
     def _may_take_transno(self, client: str, opc: int, req: Message, rep: Message) -> bool:
         """A REPLY 0 of this opcode may carry a new transno (docs/target-rules.md §5): SETATTR,
         PUNCH, DESTROY; CREATE only with OBD_CONNECT2_REPLAY_CREATE in force (the checker does
-        not know LAST_ID, so it never demands one), and an MDT's OBD_FL_DELORPHAN create either
+        not know LAST_ID, so it never demands one; never before 2.16, whose OST does not know
+        the flag), and an MDT's OBD_FL_DELORPHAN create either
         way."""
         if rep.body["pb_type"] != REPLY or rep.status != 0:
             return False
@@ -568,7 +575,8 @@ class TargetChecker:
             return True
         if opc == self.create_op:
             exp = self.exports.get(client)
-            if exp and exp.flags & C("OBD_CONNECT_FLAGS2") and exp.flags2 & C("OBD_CONNECT2_REPLAY_CREATE"):
+            if (self.replay_create_defined and exp and exp.flags & C("OBD_CONNECT_FLAGS2")
+                    and exp.flags2 & C("OBD_CONNECT2_REPLAY_CREATE")):
                 return True
             body = req.struct(1, "ost_body")
             return bool(body and body["oa.o_valid"] & C("OBD_MD_FLFLAGS")
@@ -664,6 +672,9 @@ class TargetChecker:
                 flag("TGT-CONN-1", f"granted connect flags {flags & ~asked['ocd_connect_flags']:#x} were not asked for")
             if flags & C("OBD_CONNECT_FLAGS2") and flags2 & ~asked["ocd_connect_flags2"]:
                 flag("TGT-CONN-1", f"granted connect flags2 {flags2 & ~asked['ocd_connect_flags2']:#x} were not asked for")
+            elif flags & C("OBD_CONNECT_FLAGS2") and flags2 & ~self.flags2_defined:
+                flag("TGT-CONN-1", f"granted connect flags2 {flags2 & ~self.flags2_defined:#x} that Lustre "
+                                   f"{self.release} does not define (lustre_idl.h)")
             if asked["ocd_connect_flags"] & C("OBD_CONNECT_FULL20") and not flags & C("OBD_CONNECT_FULL20"):
                 # target_handle_connect refuses a connect without it: a successful one grants it
                 flag("TGT-CONN-1", f"the granted connect flags {flags:#x} lack OBD_CONNECT_FULL20")

@@ -79,8 +79,11 @@ class Session:
     def reset(self) -> None:
         call(self.adapter, {"op": "reset"})
 
-    def add_client(self, name: str, **kw) -> Client:
-        c = Client(name, handle=0x1000 + len(self.clients) * 0x111, **kw)
+    def add_client(self, name: str, *, replay_create: bool = False, **kw) -> Client:
+        """A client of the session's release: it asks for OBD_CONNECT2_REPLAY_CREATE
+        (`replay_create`) only where that release defines the flag (2.16 on)."""
+        replay_create = replay_create and release_rules.behaviour(self.judge.release, "replay_create")
+        c = Client(name, handle=0x1000 + len(self.clients) * 0x111, replay_create=replay_create, **kw)
         self.clients[name] = c
         return c
 

@@ -106,26 +106,31 @@ class Objects:
         the rewritten o_oi: N > L creates L+1..N (existing ids skipped), in batches of
         `precreate_batch`, one transaction each (a transno per batch only with
         OBD_CONNECT2_REPLAY_CREATE; the reply carries the last); a gap above 100000 creates only
-        the last min(width, 20000); N <= L creates nothing (reply id L+1 when N < L, N when
-        N == L, transno 0).  Never -EEXIST.  Reference choices: no grant or free-space limit and
-        no time limit, so creation never stops early."""
+        the last min(width, 20000) (before 2.16: the last 10000); N <= L creates nothing (reply
+        id L+1 when N < L, N when N == L, transno 0).  Never -EEXIST.  From 2.16 every reply
+        has OBD_MD_FLSIZE with o_size the sequence width (the release's behaviour facts
+        create_gap_seq_width, create_reply_seq_width).  Reference choices: no grant or
+        free-space limit and no time limit, so creation never stops early."""
         cfg = self.config
         lo, hi = body["_fid"]
         seq, oid = pair_seq(lo, hi), pair_id(lo, hi)
         last = self.last_ids.get(seq, 0)
         reply_oi, status, transno, pre = (lo, hi), 0, 0, (0, 0, 0, 0)
+        size = {"o_size": cfg.seq_width} if self.behaviour["create_reply_seq_width"] else {}
+        sized = FLSIZE if size else 0
         if not (seq == FID_SEQ_OST_MDT0 or seq >= FID_SEQ_NORMAL) or oid == 0:
             diff = 1
         else:
             diff = oid - last
             if diff <= -OST_MAX_PRECREATE and not self.behaviour["create_trusts_last_id"]:
                 # before 2.16: "Likely MDS last_id corruption", nothing created
-                return self._ok(req, self._errno("EINVAL"), (self._body((lo, hi), FLSIZE, o_size=cfg.seq_width),))
+                return self._ok(req, self._errno("EINVAL"), (self._body((lo, hi), sized, **size),))
             if diff < 0:
                 reply_oi = ostid_set_id(lo, hi, last + 1)
         if diff > 0:
             if diff > 5 * OST_MAX_PRECREATE:
-                diff = min(cfg.seq_width, OST_MAX_PRECREATE)
+                diff = (min(cfg.seq_width, OST_MAX_PRECREATE) if self.behaviour["create_gap_seq_width"]
+                        else OST_MAX_PRECREATE // 2)
                 last = oid - diff
             while diff > 0:
                 count = min(cfg.precreate_batch, diff)
@@ -139,8 +144,8 @@ class Objects:
             reply_oi = ostid_set_id(lo, hi, last)
         if reply_oi is None:
             status, reply_oi = self._errno("E2BIG"), (lo, hi)
-        valid = FLSIZE | (FLID | FLGROUP if status == 0 else 0)
-        return self._ok(req, status, (self._body(reply_oi, valid, o_size=cfg.seq_width),), transno, pre)
+        valid = sized | (FLID | FLGROUP if status == 0 else 0)
+        return self._ok(req, status, (self._body(reply_oi, valid, **size),), transno, pre)
 
     def _h_ost_destroy(self, exp, req, body):
         """ofd_destroy_hdl: destroys the object (FLOBJCOUNT: o_misc objects from it), each in a

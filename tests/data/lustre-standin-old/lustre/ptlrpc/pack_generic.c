@@ -51,6 +51,18 @@ void lustre_swab_ptlrpc_body(struct ptlrpc_body *body)
 	CLASSERT(offsetof(typeof(*body), pb_padding64_2) != 0);
 }
 
+void *lustre_msg_buf_v2(struct lustre_msg_v2 *m, __u32 n, __u32 min_size)
+{
+	__u32 buflen;
+
+	if (n >= m->lm_bufcount)
+		return NULL;
+	buflen = m->lm_buflens[n];
+	if (buflen < min_size)
+		return NULL;
+	return (char *)m + lustre_msg_hdr_size_v2(m->lm_bufcount);
+}
+
 char *lustre_msg_get_jobid(struct lustre_msg *msg)
 {
 	struct ptlrpc_body *pb = lustre_msg_buf_v2(msg, MSG_PTLRPC_BODY_OFF, sizeof(*pb));
