@@ -3,11 +3,9 @@ the suite and the report charges the failure to the mutant's own requirement, ev
 requirement has a mutant, and `ptlrpc-conformance mutants` tells a killed mutant from a
 surviving one and from a run that went wrong.  The zoo is the one set of broken codecs the
 project's tests use (tests/iuts.py keeps only what no mutant models)."""
-import json
 import os
 import keyword
 import re
-import subprocess
 import sys
 import types
 
