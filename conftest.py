@@ -1,11 +1,13 @@
 """Fixtures for the project's own tests (tests/).  The conformance suites themselves get
 their fixtures from the plugin (ptlrpc_conformance.plugin, entry point pytest11)."""
+import fcntl
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -131,3 +133,43 @@ def run_cli(tmp_path):
 def hostile():
     """The exec: spec of tests/testees/hostile.py in a given mode."""
     return lambda mode: f"exec:{sys.executable} {TESTS / 'testees' / 'hostile.py'} {mode}"
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory):
+    """`ptlrpc-conformance mutants` over the whole zoo, run once per test session: the first
+    test (of any xdist worker) to ask runs it, under a lock in the session's shared temporary
+    folder, and the others read what it wrote.  `zoo.doc` is its --json file, `zoo.md` its
+    --markdown file, `zoo.result(ID)` one mutant's entry."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent                   # one folder for every worker of this session
+    out = base / "zoo"
+    with open(base / "zoo.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)     # released when the file closes
+        if not (out / "run.json").is_file():
+            out.mkdir(exist_ok=True)
+            proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "mutants",
+                                   "--json", str(out / "zoo.json"), "--markdown", str(out / "zoo.md")],
+                                  capture_output=True, text=True, timeout=1800, cwd=out)
+            (out / "run.json").write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
+                                                      "stderr": proc.stderr}))
+    run = json.loads((out / "run.json").read_text())
+    assert (out / "zoo.json").is_file(), f"the zoo run wrote no --json file: {run['stderr'][-3000:]}"
+    doc = json.loads((out / "zoo.json").read_text())
+    by_id = {m["id"]: m for m in doc["mutants"]}
+    return types.SimpleNamespace(**run, doc=doc, md=(out / "zoo.md").read_text(), result=by_id.__getitem__)
+
+
+def assert_zoo_caught(result: dict, must_fail: set[str]) -> None:
+    """A mutant's entry in the zoo's --json file: killed (its --strict run exited 1), the cases
+    of its rule among the failures (verdict fail), no case of verdict error, and its own
+    requirement failing, charged by at least one of those cases."""
+    name, requirement = result["id"], result["requirement"]
+    assert result["status"] == "killed" and result["exit_status"] == 1, (name, result["status"], result["detail"])
+    failed = result["failed"]
+    assert must_fail <= set(failed), f"{name}: not caught: {sorted(must_fail - set(failed))}"
+    assert result["errored"] == [], (name, result["errored"])
+    assert requirement in result["failing_requirements"], (name, result["failing_requirements"])
+    charged = {r for c in must_fail for r in failed[c]}
+    assert requirement in charged, (name, charged)

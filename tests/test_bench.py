@@ -96,41 +96,45 @@ def test_bench_finds_the_c_example_of_a_source_checkout(tmp_path, monkeypatch):
     assert bench.c_testee_source()[0] == (tmp_path / "examples" / "c-testee").resolve()
 
 
-def test_bench_skips_the_sections_whose_tools_are_missing(tmp_path):
-    """No cc, make or tshark on PATH: the C example's row and the tshark section say
-    `skipped:` with the reason, and the rest of the bench still measures."""
+def test_bench_skips_the_c_example_without_its_tools_and_reports_a_failing_tshark_run(tmp_path):
+    """No cc or make on PATH: the C example's row says `skipped:` with the reason, and the rest
+    of the bench still measures.  tshark's own run on the capture file exits with status 2 (a
+    stand-in tshark, given by path): the section says it failed and why, instead of printing a
+    rate computed from a run that did nothing.  One run for both; the suite and plugin
+    sections are the whole run's (test_bench_quick_prints_every_section)."""
+    from test_tshark import _fake_tshark
     src = _c_testee_sources(tmp_path)
+    fake = _fake_tshark(tmp_path)
     empty = tmp_path / "no-tools"
     empty.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "CC"}
     env["PATH"] = str(empty)
+    out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--no-suite",
-                           "--c-testee", str(src)], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+                           "--no-plugin", "--c-testee", str(src), "--tshark", f"tshark:{fake}", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     text = proc.stdout
     assert "Traceback" not in text + proc.stderr
     assert re.search(r"^  C example \(examples/c-testee\) +skipped: (make|cc) is not installed", text, re.M), text
     assert re.search(r"^  reference \(python -m ptlrpc_conformance.reference\) +[\d,]+/s", text, re.M), text
     tshark = text.split("[tshark]")[1].split("[suite]")[0]
-    assert re.search(r"^  skipped: .+tshark is not installed", tshark, re.M), tshark
-
-
-def test_bench_reports_a_failing_tshark_run_as_failed(tmp_path):
-    """tshark's own run on the capture file exits with status 2: the section says it failed
-    and why, instead of printing a rate computed from a run that did nothing."""
-    from test_tshark import _fake_tshark
-    fake = _fake_tshark(tmp_path)
-    out = tmp_path / "bench.json"
-    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "bench", "--quick", "--no-suite",
-                           "--c-testee", str(tmp_path / "none"), "--tshark", f"tshark:{fake}", "--json", str(out)],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    tshark = proc.stdout.split("[tshark]")[1].split("[suite]")[0]
     assert re.search(r"adapter \(tshark:.*\): [\d,]+/s one at a time", tshark), tshark
     assert "tshark's own rate: failed: `fake-tshark -r one.pcap` exited with status 2: " \
            "fake tshark: cannot read capture files" in tshark, tshark
     assert "tshark_own" not in json.loads(out.read_text())["tshark"]
-    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_bench_skips_the_tshark_section_when_tshark_is_missing(tmp_path, monkeypatch, capsys):
+    """No tshark on PATH: the section says `skipped:` with the reason (the section's own
+    functions, as main() calls them; the run above shows main() going on after a section)."""
+    from ptlrpc_conformance.harness.tools import bench
+    monkeypatch.setenv("PATH", str(tmp_path))
+    row = bench._tshark_section("tshark", bench._inputs(), 0.1, 10.0, 1)
+    assert set(row) == {"iut", "skipped"} and "tshark is not installed" in row["skipped"], row
+    bench._print_tshark(row)
+    printed = capsys.readouterr().out
+    assert re.fullmatch(r"  skipped: cannot start: .+tshark is not installed.*\n", printed, re.S), printed
 
 
 @pytest.mark.parametrize("args, text", [

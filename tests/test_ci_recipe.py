@@ -4,6 +4,7 @@ command in them uses options its subcommand has, the workflow's certify command 
 folder the workflow uploads is the one certify writes.  Also: .gitignore covers the default
 output folders."""
 import functools
+import importlib.util
 import os
 import re
 import shlex
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import json
 
+import pytest
 import yaml
 
 from conftest import ROOT
@@ -161,10 +163,17 @@ def test_gitignore_covers_the_default_output_folders():
 def test_the_script_installs_the_suite_as_written(tmp_path):
     """certify.sh run as a vendor runs it: from a repository whose ./ptlrpc-conformance is a
     checkout of the suite, in a fresh virtual environment, its install step unchanged; the
-    console script it then calls is the one that install put there, not this checkout's."""
+    console script it then calls is the one that install put there, not this checkout's.
+    Offline: pip builds with the set-up's setuptools and wheel (the `test` extra), not in an
+    isolated environment fetched from a package index, and looks at no index; the virtual
+    environment runs the set-up's pip (it sees the system's packages), installing into itself."""
     import venv
+    for module in ("setuptools", "wheel", "pip"):
+        if importlib.util.find_spec(module) is None:
+            pytest.fail(f"{module} is not installed: this test builds the suite offline with it "
+                        "(python3 -m pip install -e '.[test]')", pytrace=False)
     env_dir = tmp_path / "venv"
-    venv.EnvBuilder(with_pip=True, system_site_packages=True).create(env_dir)
+    venv.EnvBuilder(with_pip=False, system_site_packages=True).create(env_dir)
     work = tmp_path / "repo"
     (work / "conformance").mkdir(parents=True)
     (work / "conformance" / "known-failures.yaml").write_text(
@@ -173,6 +182,9 @@ def test_the_script_installs_the_suite_as_written(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = os.pathsep.join([str(env_dir / "bin"), env.get("PATH", "")])
     env["TESTEE"] = f"{env_dir / 'bin' / 'python3'} -m ptlrpc_conformance.reference"
+    env = {k: v for k, v in env.items() if not k.startswith("PIP_")}
+    # no index, no find-links, no configuration file naming one; pip reads "0" here as "do not isolate"
+    env.update(PIP_NO_INDEX="1", PIP_CONFIG_FILE=os.devnull, PIP_NO_BUILD_ISOLATION="0")
     proc = subprocess.run(["bash", str(SCRIPT)], cwd=work, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = json.loads((work / "ptlrpc-conformance-report" / "report.json").read_text())

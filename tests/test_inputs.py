@@ -2,8 +2,8 @@
 option or the file and line, never a traceback: the command line's options, the plugin's,
 the requirement ids cases declare, vector files, `decode`'s hex, `check-trace`'s file.  And
 the dumps show signed fields signed."""
+import json
 import struct
-import time
 
 import pytest
 
@@ -48,12 +48,14 @@ def test_out_is_checked_without_leaving_anything_behind(run_cli, tmp_path):
     (["--io-log", "no/such/dir/io.log"], "--io-log no/such/dir/io.log: cannot be created:"),
     (["--examples", "0"], "argument --examples: 0 is not at least 1"),
 ])
-def test_options_checked_before_the_iut_starts(run_cli, args, text):
-    started = time.monotonic()
-    run = run_cli(*args)
+def test_options_checked_before_the_iut_starts(run_cli, hostile, tmp_path, args, text):
+    """The IUT (a testee that notes each start in a file and never answers) is never started."""
+    state = tmp_path / "state"
+    state.mkdir()
+    run = run_cli("--iut", f"{hostile('hellohang')} {state}", *args)
     refused(run, text)
     assert "certifying" not in run.stdout               # refused before the preflight
-    assert time.monotonic() - started < 10
+    assert not (state / "pids").exists()
 
 
 @pytest.mark.parametrize("args, text", [
@@ -63,14 +65,16 @@ def test_options_checked_before_the_iut_starts(run_cli, args, text):
     (["-n", "2", "--case", "framing.bufcount.zeroo.decode"],     # found by an xdist worker
      "--case framing.bufcount.zeroo.decode: unknown case id (closest: framing.bufcount.zero.decode"),
 ])
-def test_unknown_case_ids_and_areas_are_usage_errors_before_any_case(run_cli, args, text):
-    """Case ids and areas are known once the cases are collected, before the first runs."""
-    started = time.monotonic()
-    run = run_cli(*args)
-    elapsed = time.monotonic() - started
+def test_unknown_case_ids_and_areas_are_usage_errors_before_any_case(run_cli, tmp_path, args, text):
+    """Case ids and areas are known once the cases are collected, before the first runs: the
+    IUT is sent no case's request (the --io-log holds hellos at most)."""
+    log = tmp_path / "io.log"
+    run = run_cli(*args, "--io-log", str(log))
     refused(run, text)
     assert "passed" not in run.stdout and "failed" not in run.stdout
-    assert elapsed < 20, elapsed
+    sent = [json.loads(line[2:]) for line in (log.read_text().splitlines() if log.exists() else ())
+            if line.startswith("> ")]
+    assert all(request["op"] == "hello" for request in sent), sent
 
 
 def test_a_renamed_case_id_is_a_known_one(run_cli):

@@ -3,11 +3,9 @@ the suite and the report charges the failure to the mutant's own requirement, ev
 requirement has a mutant, and `ptlrpc-conformance mutants` tells a killed mutant from a
 surviving one and from a run that went wrong.  The zoo is the one set of broken codecs the
 project's tests use (tests/iuts.py keeps only what no mutant models)."""
-import json
 import os
 import keyword
 import re
-import subprocess
 import sys
 import types
 
@@ -88,16 +86,24 @@ def _fake(iut: str, area: str = "protocol"):
 
 def test_runner_tells_survivors_and_harness_errors_from_kills(tmp_path):
     """The correct reference survives; an IUT whose hello is refused (exit 3) is a harness
-    error, not a kill; a real mutant is killed by the case of its rule."""
+    error, not a kill; a real mutant is killed by the case of its rule, which the result
+    names with the requirements it failed; an IUT that crashes on one input is killed by that
+    case's verdict error, which the result names apart from the failures."""
     env = mutation.subprocess_env(str(tmp_path / "pycache"))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env["PYTHONPATH"]])
     survivor = mutation.run_one(_fake("reference"), 5, None, 300, env=env)
     assert survivor.status == mutation.SURVIVED and survivor.killed_by == [] and survivor.cases_run > 0
+    assert survivor.failed == {} and survivor.errored == []
     broken = mutation.run_one(_fake("python:iuts:bad_hello"), 5, None, 300, env=env)
     assert broken.status == mutation.ERROR and broken.exit_status == 3 and "exit status 3" in broken.detail
     killed = mutation.run_one(mutants.BY_ID["unknown_op_einval"], 5, None, 300, env=env)
     assert killed.status == mutation.KILLED and killed.killed_by == ["protocol.unknown-op.probe"]
     assert killed.failing_requirements == ["PROTO-OPS-1"]
+    assert killed.failed == {"protocol.unknown-op.probe": ["PROTO-OPS-1"]} and killed.errored == []
+    crash = f"exec:{sys.executable} {ROOT / 'tests' / 'testees' / 'hostile.py'} crash"
+    crashed = mutation.run_one(_fake(crash, "framing"), 5, None, 300, env=env)
+    assert crashed.status == mutation.KILLED and crashed.errored == ["framing.magic.zero.decode"], crashed
+    assert crashed.killed_by == ["framing.magic.zero.decode"] and crashed.failed == {}
 
 
 def test_tests_load_broken_codecs_from_the_zoo():
@@ -108,21 +114,13 @@ def test_tests_load_broken_codecs_from_the_zoo():
     assert not hasattr(iuts, "FAMILIES") and not hasattr(iuts, "STRUCT_FAMILIES")
 
 
-@pytest.fixture(scope="module")
-def zoo(tmp_path_factory):
-    """`ptlrpc-conformance mutants` over the whole zoo, once."""
-    out = tmp_path_factory.mktemp("zoo")
-    proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "mutants", "--json", str(out / "zoo.json"),
-                           "--markdown", str(out / "zoo.md")], capture_output=True, text=True, timeout=1800,
-                          cwd=out)
-    return proc, json.loads((out / "zoo.json").read_text()), (out / "zoo.md").read_text()
-
-
 def test_every_mutant_is_killed(zoo):
-    proc, doc, _ = zoo
+    """The zoo (conftest.py's session fixture: one run, which the zoo's other tests and
+    test_broken_families.py and test_structs_data.py read too)."""
+    doc = zoo.doc
     not_killed = {m["id"]: (m["status"], m["detail"]) for m in doc["mutants"] if m["status"] != "killed"}
-    assert not not_killed, f"mutants not killed: {not_killed}\n{proc.stdout[-3000:]}"
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not not_killed, f"mutants not killed: {not_killed}\n{zoo.stdout[-3000:]}"
+    assert zoo.returncode == 0, zoo.stderr[-3000:]
     assert {m["id"] for m in doc["mutants"]} == {m.id for m in mutants.MUTANTS}
     by_id = {m.id: m for m in mutants.MUTANTS}
     for m in doc["mutants"]:
@@ -135,15 +133,13 @@ def test_every_mutant_is_killed(zoo):
 def test_every_mutant_is_charged_to_its_own_requirement(zoo):
     """Not only some case of its area failed: the report lists the mutant's own requirement as
     failing."""
-    _, doc, _ = zoo
-    uncharged = {m["id"]: (m["requirement"], m["failing_requirements"]) for m in doc["mutants"]
+    uncharged = {m["id"]: (m["requirement"], m["failing_requirements"]) for m in zoo.doc["mutants"]
                  if m["requirement"] not in m["failing_requirements"]}
     assert not uncharged, f"mutants whose report does not list their requirement as failing: {uncharged}"
 
 
 def test_the_zoo_run_prints_the_table_and_scores(zoo):
-    proc, doc, md = zoo
-    assert "mutation score: " in proc.stdout and "by area: " in proc.stdout and "by requirement: " in proc.stdout
+    assert "mutation score: " in zoo.stdout and "by area: " in zoo.stdout and "by requirement: " in zoo.stdout
     for m in mutants.MUTANTS:
-        assert f"| `{m.id}` | {m.requirement} |" in md
-    assert "Traceback" not in proc.stderr
+        assert f"| `{m.id}` | {m.requirement} |" in zoo.md
+    assert "Traceback" not in zoo.stderr

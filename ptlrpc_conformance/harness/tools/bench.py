@@ -463,6 +463,21 @@ def _print_exec(rows: list[dict], echo: dict | None) -> None:
               f"{share:>14}")
 
 
+def _print_tshark(t: dict) -> None:
+    if "skipped" in t:
+        print(f"  skipped: {t['skipped']}")
+        return
+    print(f"  adapter ({t['iut']}): {_fmt(t['one_at_a_time'])} one at a time, {_fmt(t['pipelined'])} pipelined")
+    if "own_skipped" in t:
+        print(f"  tshark's own rate: skipped: {t['own_skipped']}")
+    elif "own_failed" in t:
+        print(f"  tshark's own rate: failed: {t['own_failed']}")
+    else:
+        print(f"  tshark's own rate: {_fmt(t['tshark_own'])} ({t['tshark_messages']} messages in one capture, "
+              f"start-up {t['tshark_startup_s']:.2f} s subtracted); the adapter reaches "
+              f"{100 * t['share_of_own']:.0f}% of it")
+
+
 def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") -> int:
     p = Parser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--seconds", type=positive_float, default=3.0, help="length of each measurement (default 3)")
@@ -553,19 +568,7 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
         result["tshark"] = {"iut": args.tshark, "skipped": "--no-tshark"}
     else:
         result["tshark"] = _tshark_section(args.tshark, requests, seconds, args.iut_timeout, rounds)
-    t = result["tshark"]
-    if "skipped" in t:
-        print(f"  skipped: {t['skipped']}")
-    else:
-        print(f"  adapter ({t['iut']}): {_fmt(t['one_at_a_time'])} one at a time, {_fmt(t['pipelined'])} pipelined")
-        if "own_skipped" in t:
-            print(f"  tshark's own rate: skipped: {t['own_skipped']}")
-        elif "own_failed" in t:
-            print(f"  tshark's own rate: failed: {t['own_failed']}")
-        else:
-            print(f"  tshark's own rate: {_fmt(t['tshark_own'])} ({t['tshark_messages']} messages in one capture, "
-                  f"start-up {t['tshark_startup_s']:.2f} s subtracted); the adapter reaches "
-                  f"{100 * t['share_of_own']:.0f}% of it")
+    _print_tshark(result["tshark"])
 
     print("\n[suite] wall time of the whole certification run")
     if args.no_suite:

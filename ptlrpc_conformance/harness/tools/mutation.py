@@ -10,7 +10,9 @@ only for a mutant whose own requirement no other case of its areas failed (`--th
 round with every case).  A mutant is *killed* when a round fails (exit status 1: each run is
 `--strict`, so a failing SHOULD case fails it too) and its report names failing cases (verdict fail, or error: an
 IUT that crashes fails the case at hand); `failing_requirements` are the requirements the
-reports charged, which the zoo's tests require to include the mutant's own.  It *survives*
+reports charged, which the zoo's tests require to include the mutant's own; `failed` names
+each failing case's requirements and `errored` the cases of verdict error, so the tests can
+check which cases charged the mutant's requirement from the --json file alone.  It *survives*
 when every case passed (exit status 0, or 5 when no MUST case of a capability applied); a run
 that ends otherwise (a usage error, an IUT that could not start, no report, a timeout) is a
 harness *error*, never counted as killed.
@@ -54,6 +56,8 @@ class Result:
     status: str                       # killed, survived, error
     killed_by: list = field(default_factory=list)   # case ids that failed (or errored)
     failing_requirements: list = field(default_factory=list)   # what the report charged them to
+    failed: dict = field(default_factory=dict)      # case id (verdict fail) -> the requirements it failed
+    errored: list = field(default_factory=list)     # case ids of verdict error (the IUT misbehaved)
     seconds: float = 0.0
     cases_run: int = 0
     exit_status: int | None = None
@@ -167,6 +171,8 @@ def run_one(m, examples: int, seed: int | None, timeout: float, thorough: bool =
             try:
                 report = json.loads((out / "report.json").read_text())
                 verdicts = {c["id"]: c["verdict"] for c in report["cases"]}
+                failed = {c["id"]: sorted(c.get("failed_requirements") or ()) for c in report["cases"]
+                          if c["verdict"] == "fail"}
                 level = report["level"]
                 failing = list(level.get("failing_must") or ()) + list(level.get("failing_should") or ())
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -176,6 +182,8 @@ def run_one(m, examples: int, seed: int | None, timeout: float, thorough: bool =
         res.cases_run += sum(1 for v in verdicts.values() if v != "not-applicable")
         killers = sorted(c for c, v in verdicts.items() if v in ("fail", "error"))
         res.killed_by = sorted(set(res.killed_by) | set(killers))
+        res.failed = dict(sorted({**res.failed, **failed}.items()))
+        res.errored = sorted(set(res.errored) | {c for c, v in verdicts.items() if v == "error"})
         res.failing_requirements = sorted(set(res.failing_requirements) | set(failing))
         # a run in which no MUST case of a capability applied (the protocol area alone) exits 5
         if proc.returncode in (0, 5) and not killers:
