@@ -46,7 +46,7 @@ from __future__ import annotations
 import copy
 import random
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptlrpc_conformance import spec
 
@@ -225,14 +225,11 @@ class Export:
     last_xid: int = 0
     last_trans_xid: int = 0
     committed_xid: int = 0
-    saved: dict = None            # xid -> the saved reply of a committed transaction
-
-    def __post_init__(self):
-        self.saved = dict(self.saved or {})
     last_committed: int = 0
     req_done: bool = False
     lock_done: bool = False
     vbr_failed: bool = False
+    saved: dict = field(default_factory=dict)       # xid -> a committed transaction (its saved reply)
 
 
 @dataclass
@@ -372,7 +369,7 @@ class Target:
                 continue
             kept[uuid] = Export(uuid, exp.handle, flags=exp.flags, flags2=exp.flags2, conn_cnt=exp.conn_cnt,
                                 last_committed=exp.last_committed, last_trans_xid=exp.committed_xid,
-                                committed_xid=exp.committed_xid, saved=exp.saved)
+                                committed_xid=exp.committed_xid, saved=dict(exp.saved))
         self.exports = kept
         self.queue, self.lock_queue, self.final_queue = [], [], []
         self.recovering = bool(kept)
@@ -729,4 +726,3 @@ def forgetful():
 def old_creates():
     """Creates as before 2.16: no REPLAY_CREATE, local transactions that may be lost."""
     return Testee(old_creates=True)
-
