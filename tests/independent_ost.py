@@ -9,12 +9,23 @@ Its choices (each a member of a set the rules allow):
 - LAST_ID starts at 5 on a fresh target; a create makes at most two objects (it "stops
   early", docs/target-rules.md §3) and each object is a transaction of its own (several
   transnos per create with REPLAY_CREATE; the reply carries the last);
-- transnos start at (3 << 32) + 100 and grow by 2 (gaps); a transaction commits once three
-  newer ones exist; OST_SYNC commits nothing; the end of recovery commits everything;
+- transnos start at (3 << 32) + 100 and grow by 2 (gaps); OST_SYNC commits nothing; when a
+  transaction commits is its commit policy (`commit`), each a schedule Lustre allows
+  (docs/target-rules.md §5: a back-end commits when it will):
+  - `newer3` (the default): a transaction commits once three newer ones exist, and the end of
+    recovery commits everything;
+  - `at-once`: every transaction commits as it is made (its own reply says so);
+  - `at-restart`: nothing commits while the target runs; a restart commits everything first
+    (the back-end caught up just before the crash: every change survives, no client was told);
+  - `random`: after each transaction, at points drawn from a seeded generator, the oldest
+    transactions commit (the same seed and requests give the same points);
 - a ZFS-like back-end built before project quotas (ZFS before 0.8): a punch never changes
   mtime by itself; projid is dropped silently, so OST_GETATTR reports OBD_MD_FLPROJID (as
   every OST does) with projid 0; its hello declares no configuration;
 - resends and replays of committed transactions run again (Lustre's OST: no saved replies);
+  with `saved_replies=True`, a replay whose XID is that of one of its client's committed
+  transactions is answered from that transaction's saved reply instead, found by the XID alone
+  as reply data is (tgt_lookup_reply; RCV-REPLAY-1 allows either, never a mix);
 - `restart` reports no commit point; the replay queue's gap rule does the work (no transno
   is ever the next expected one, cp + 1, since transnos grow by 2);
 - with `forget=True`, a restart forgets the clients none of whose transactions committed;
@@ -33,8 +44,9 @@ Load it with --iut python:independent_ost:testee (tests/ on sys.path).
 from __future__ import annotations
 
 import copy
+import random
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ptlrpc_conformance import spec
 
@@ -163,6 +175,15 @@ def pack(order: str, body: dict, buffers: list[bytes]) -> bytes:
     return bytes(head) + b"".join(b + bytes(r8(len(b)) - len(b)) for b in bufs)
 
 
+def saved_reply(data: bytes, last_committed: int) -> bytes:
+    """A saved reply sent again, with the export's current pb_last_committed."""
+    order = "<" if struct.unpack_from("<I", data, 8)[0] == MAGIC else ">"
+    count = struct.unpack_from(order + "I", data, 0)[0]
+    out = bytearray(data)
+    struct.pack_into(order + "Q", out, r8(32 + 4 * count) + BODY["pb_last_committed"].offset, last_committed)
+    return bytes(out)
+
+
 def get_fields(table: dict, order: str, raw: bytes) -> dict:
     out = {}
     for name, leaf in table.items():
@@ -208,6 +229,7 @@ class Export:
     req_done: bool = False
     lock_done: bool = False
     vbr_failed: bool = False
+    saved: dict = field(default_factory=dict)       # xid -> a committed transaction (its saved reply)
 
 
 @dataclass
@@ -227,12 +249,22 @@ class Txn:
     xid: int
     objects: dict                 # the live objects after it
     last_id: int
+    reply: bytes | None = None    # its reply, kept for saved_replies
+
+
+COMMIT_POLICIES = ("newer3", "at-once", "at-restart", "random")
 
 
 class Target:
-    def __init__(self, forget: bool = False, old_creates: bool = False):
+    def __init__(self, forget: bool = False, old_creates: bool = False, commit: str = "newer3",
+                 rng: random.Random | None = None, saved_replies: bool = False):
+        if commit not in COMMIT_POLICIES:
+            raise ValueError(f"commit policy {commit!r}: not one of {', '.join(COMMIT_POLICIES)}")
         self.forget = forget
         self.old_creates = old_creates
+        self.policy = commit
+        self.saved_replies = saved_replies
+        self.rng = rng if rng is not None else random.Random(0)
         self.reset()
 
     def reset(self) -> None:
@@ -240,6 +272,7 @@ class Target:
         self.last_id = 5
         self.durable = ({}, 5)
         self.pending: list[Txn] = []
+        self.made: Txn | None = None                # the newest transaction a handler made
         self.last_transno = (3 << 32) + 100
         self.last_committed = 0
         self.exports: dict[str, Export] = {}
@@ -253,7 +286,8 @@ class Target:
         self.out: list[dict] = []
 
     # -- transactions ----------------------------------------------------------------------
-    def transact(self, exp: Export, xid: int, replay_transno: int = 0) -> int:
+    def transact(self, exp: Export, xid: int, replay_transno: int = 0, versioned: int | None = None) -> int:
+        """A new transaction (`versioned`: the object whose version becomes its transno)."""
         if replay_transno:
             t = replay_transno
             self.last_transno = max(self.last_transno, t)
@@ -261,10 +295,25 @@ class Target:
             self.last_transno += 2
             t = self.last_transno
         exp.last_trans_xid = xid
-        self.pending.append(Txn(t, exp.uuid, xid, copy.deepcopy(self.objects), self.last_id))
-        while len(self.pending) > 3:
-            self.commit(self.pending.pop(0))
+        if versioned is not None:
+            self.objects[versioned]["version"] = t
+        self.made = Txn(t, exp.uuid, xid, copy.deepcopy(self.objects), self.last_id)
+        self.pending.append(self.made)
+        self.settle()
         return t
+
+    def settle(self) -> None:
+        """Commit what the commit policy commits after a new transaction."""
+        if self.policy == "newer3":
+            keep = 3
+        elif self.policy == "at-once":
+            keep = 0
+        elif self.policy == "random" and self.rng.random() < 0.4:
+            keep = self.rng.randrange(len(self.pending))
+        else:
+            keep = len(self.pending)
+        while len(self.pending) > keep:
+            self.commit(self.pending.pop(0))
 
     def commit(self, txn: Txn) -> None:
         self.durable = (txn.objects, txn.last_id)
@@ -275,14 +324,14 @@ class Target:
         if exp is not None:
             exp.last_committed = max(exp.last_committed, txn.transno)
             exp.committed_xid = txn.xid
+            exp.saved[txn.xid] = txn
 
     def local(self, exp: Export | None = None, xid: int = 0) -> None:
         """A local transaction (a create without REPLAY_CREATE): on disk at once, or (with
         `old_creates`) committed in order with the transactions around it."""
         if self.old_creates:
             self.pending.append(Txn(0, exp.uuid if exp else "", xid, copy.deepcopy(self.objects), self.last_id))
-            while len(self.pending) > 3:
-                self.commit(self.pending.pop(0))
+            self.settle()
             return
         objects, _ = self.durable
         objects = dict(objects)
@@ -305,6 +354,9 @@ class Target:
         return result
 
     def restart(self) -> dict:
+        if self.policy == "at-restart":
+            while self.pending:
+                self.commit(self.pending.pop(0))
         objects, last_id = self.durable
         self.objects, self.last_id = copy.deepcopy(objects), last_id
         self.pending = []
@@ -317,7 +369,7 @@ class Target:
                 continue
             kept[uuid] = Export(uuid, exp.handle, flags=exp.flags, flags2=exp.flags2, conn_cnt=exp.conn_cnt,
                                 last_committed=exp.last_committed, last_trans_xid=exp.committed_xid,
-                                committed_xid=exp.committed_xid)
+                                committed_xid=exp.committed_xid, saved=dict(exp.saved))
         self.exports = kept
         self.queue, self.lock_queue, self.final_queue = [], [], []
         self.recovering = bool(kept)
@@ -338,7 +390,7 @@ class Target:
         return {"replies": self.out}
 
     def new_epoch(self) -> None:
-        while self.pending:
+        while self.pending and self.policy == "newer3":
             self.commit(self.pending.pop(0))
         self.last_transno = ((self.last_transno >> 32) + 1) << 32
 
@@ -519,7 +571,14 @@ class Target:
             return self.reject(order, b, "EPROTO")                            # row 14
         if row["has_body"] and not valid & FL["ID"]:
             return self.reject(order, b, "EPROTO")                            # row 15
-        return getattr(self, "h_" + name.lower())(h, oa, valid, oid)          # row 17
+        saved = exp.saved.get(h.xid)
+        if self.saved_replies and b["pb_flags"] & REPLAY and saved is not None and saved.reply is not None:
+            return saved_reply(saved.reply, exp.last_committed)
+        self.made = None
+        reply = getattr(self, "h_" + name.lower())(h, oa, valid, oid)         # row 17
+        if self.made is not None:
+            self.made.reply = reply
+        return reply
 
     def done(self, h, status, oid, valid=FL["ID"] | FL["GROUP"], transno=0, **fields):
         return self.pack(h.order, h.body, REPLY, status, h.exp, [reply_body(h.order, oid, valid, **fields)], transno)
@@ -603,9 +662,7 @@ class Target:
             cleared |= 0o1000                         # projid dropped (no project accounting)
         new["mode"] = o["mode"] & ~cleared
         self.objects[oid] = new
-        t = self.transact(h.exp, h.xid, self._replay(h))
-        new["version"] = t
-        self.pending[-1].objects[oid]["version"] = t
+        t = self.transact(h.exp, h.xid, self._replay(h), versioned=oid)
         return self.done(h, 0, oid, FL["ID"], transno=t)
 
     def h_ost_destroy(self, h, oa, valid, oid):
@@ -622,24 +679,34 @@ class Target:
 
 
 class Testee:
-    """Testee protocol v1 around the target, in process."""
+    """Testee protocol v1 around the target, in process.  `commit` is the target's commit
+    policy; under "random", `seed` seeds the one generator of its commit points."""
 
-    def __init__(self, forget: bool = False, old_creates: bool = False):
+    def __init__(self, forget: bool = False, old_creates: bool = False, commit: str = "newer3", seed: int = 0,
+                 saved_replies: bool = False):
         self.forget = forget
         self.old_creates = old_creates
-        self.target = Target(forget, old_creates)
+        self.commit = commit
+        self.saved_replies = saved_replies
+        self.rng = random.Random(seed)
+        self.target = self.new_target()
+
+    def new_target(self) -> Target:
+        return Target(self.forget, self.old_creates, self.commit, self.rng, self.saved_replies)
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
         if op == "hello":
             return {"ok": True, "result": {"name": "independent OST" + (" (forgets)" if self.forget else "")
-                                           + (" (creates without transnos)" if self.old_creates else ""),
+                                           + (" (creates without transnos)" if self.old_creates else "")
+                                           + (f" (commits {self.commit})" if self.commit != "newer3" else "")
+                                           + (" (saved replies)" if self.saved_replies else ""),
                                            "version": "1", "capabilities": ["target", "restart"], "protocol": 1}}
         if op == "exchange":
             return {"ok": True, "result": self.target.exchange(bytes.fromhex(request["data"]), request["xid"],
                                                                request["client"])}
         if op == "reset":
-            self.target = Target(self.forget, self.old_creates)
+            self.target = self.new_target()
             return {"ok": True, "result": {}}
         if op == "restart":
             return {"ok": True, "result": self.target.restart()}
