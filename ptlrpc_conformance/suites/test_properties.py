@@ -26,10 +26,14 @@ class _Counterexample(Exception):
 
 
 def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=(),
-                   accepted_directions=()):
+                   accepted_directions=(), iut=None):
     """Run `check(example) -> Judgement` over `strategy`; conclude with the shrunk failure.
     `unreadable`: the requirements an IUT result the check cannot read is charged to (default:
     the case's).
+
+    IUT trouble (a crash, a hang, garbage, a wrong id) that `iut`, the adapter, meets anywhere
+    in an example ends the run at once: the verdict is `error`, quoting that example (not
+    shrunk) and the trouble, whatever the check made of it (fixtures/stateful.py, IUTFault).
 
     A pass records what its examples exercised: the union of their judgements' `exercised`
     notes (the requirement of the check that decided each one, judge.py).  An example the IUT
@@ -41,7 +45,8 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     from hypothesis import HealthCheck, given, reject, seed, settings
     from hypothesis.errors import Unsatisfiable
 
-    from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key
+    from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, trouble_judgement,
+                                                      watch_trouble)
 
     failures = []
     not_applicable = []
@@ -57,6 +62,8 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(strategy)
     def run(example):
+        met = len(troubles)
+        j = None
         try:
             j = check(example)
         except NotApplicable as e:
@@ -69,6 +76,12 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
             # never a broken run; any other exception is the suite's own bug (error (suite))
             j = judge.Judgement(judge.FAIL, f"the IUT's result could not be read ({e}); "
                                             f"example: {str(example)[:300]}").charge(unreadable)
+        finally:
+            if len(troubles) > met:     # whatever the check made of it, or raised
+                raise IUTFault(trouble_judgement(
+                    troubles[met:], f"{title}: the IUT failed on an example (seed {conformance_seed}; not shrunk: "
+                                    f"the run stopped at its first trouble):", f"example: {str(example)[:300]}",
+                    found=j, charge=unreadable))
         if j.status in (judge.FAIL, judge.ERROR):
             failures.append(j)
             raise _Counterexample(j.message)
@@ -87,8 +100,11 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     no_database_key(run)
     verdict = None
     try:
-        with fixed_constants():     # the examples depend on the seed alone, not on what else is loaded
+        with watch_trouble(iut) as troubles, fixed_constants():
+            # the examples depend on the seed alone, not on what else is loaded
             run()
+    except IUTFault as e:
+        verdict = e.judgement
     except Unsatisfiable:           # no example applied at all
         verdict = judge.Judgement(judge.NOT_APPLICABLE, not_applicable[-1] if not_applicable else
                                   f"{title}: no example applies to the IUT")
@@ -181,7 +197,7 @@ def _decode_suite_encoding(iut, direction: str, order: str, message: dict, errno
 
 
 def _check_suite_encoded(strategy, check, judged: list, conformance_seed, conformance_examples, conclude, title,
-                         unreadable) -> None:
+                         unreadable, iut) -> None:
     """check_property over examples the suite encodes itself; `judged` collects the judgements
     of their decodes.  When the IUT reported the checksum of no valid example, a pass notes
     CKSUM-1 as not exercised (the IUT leaves computed_cksum out), never as passed."""
@@ -196,7 +212,7 @@ def _check_suite_encoded(strategy, check, judged: list, conformance_seed, confor
         concluded.append(j)
         conclude(j)
 
-    check_property(strategy, check, conformance_seed, conformance_examples, finish, title, unreadable)
+    check_property(strategy, check, conformance_seed, conformance_examples, finish, title, unreadable, iut=iut)
     if not concluded and unexercised():
         conclude(judge.Judgement(judge.PASS, notes={"not_exercised": ["CKSUM-1"]}))
 
@@ -216,7 +232,7 @@ def test_decoder_on_full_width_messages(iut, need, conclude, errno_agnostic, con
         return judged[-1]
 
     _check_suite_encoded(full_width_messages(), check, judged, conformance_seed, conformance_examples, conclude,
-                         "full-width messages", unreadable=["DEC-ROBUST-1"])
+                         "full-width messages", unreadable=["DEC-ROBUST-1"], iut=iut)
 
 
 LITTLE_ENDIAN_ONLY = ("HDR-MAGIC-2", "HDR-SWAB-1", "BODY-SWAB-1")
@@ -263,7 +279,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
         return j
 
     _check_suite_encoded(canonical_messages(), check, judged, conformance_seed, conformance_examples, conclude,
-                         "decode(encode(m)) == m", unreadable=["ENC-CANON-1"])
+                         "decode(encode(m)) == m", unreadable=["ENC-CANON-1"], iut=iut)
 
 
 @case(case="framing.encoded-length.encode", requirements=["ENC-LENGTH-1", "PAD-HEADER-1", "PAD-BUFFER-1"])
@@ -292,7 +308,7 @@ def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examp
             ["PAD-HEADER-1"] if len(lens) % 2 else []) + (["PAD-BUFFER-1"] if any(n % 8 for n in lens) else [])})
 
     check_property(canonical_messages(), check, conformance_seed, conformance_examples, conclude,
-                   "encoded length", unreadable=["ENC-LENGTH-1"])
+                   "encoded length", unreadable=["ENC-LENGTH-1"], iut=iut)
 
 
 @case(case="framing.arbitrary-bytes.decode", requirements=list(MODEL_CHARGEABLE))
@@ -312,7 +328,7 @@ def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, conform
 
     check_property(arbitrary_messages(), check, conformance_seed, conformance_examples, conclude,
                    "arbitrary bytes", unreadable=["DEC-ROBUST-1"],
-                   accepted_directions=direction_controls(iut, request.config))
+                   accepted_directions=direction_controls(iut, request.config), iut=iut)
 
 
 @case(case="framing.mutations.decode", requirements=list(MODEL_CHARGEABLE))
@@ -334,4 +350,4 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, conform
                                   role=judge.MODEL)
 
     check_property(mutated(vectors), check, conformance_seed, conformance_examples, conclude, "mutated vectors",
-                   unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config))
+                   unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config), iut=iut)
