@@ -22,7 +22,32 @@ case = pytest.mark.conformance
 
 
 class _Counterexample(Exception):
-    pass
+    """A failing example (its judgement): a failure of SHOULD requirements only."""
+
+    def __init__(self, j: judge.Judgement):
+        super().__init__(j.message)
+        self.judgement = j
+
+
+class _MustCounterexample(_Counterexample):
+    """A failing example charged to a MUST requirement.  A class of its own: Hypothesis tells
+    failures apart by their exception's type, and shrinks and reports each kind apart, so that
+    the simpler examples that fail a SHOULD check only (every example, for a wrong checksum)
+    cannot shrink a MUST failure away."""
+
+
+def _charges_must(j: judge.Judgement) -> bool:
+    known = registry.requirements()
+    return any(known[r].level == "MUST" for r in j.failed_requirements if r in known)
+
+
+def _counterexamples(e: BaseException) -> list[judge.Judgement]:
+    """The judgements of the failing examples Hypothesis reported (one, or a group of distinct
+    ones), those charged to a MUST requirement first."""
+    if isinstance(e, _Counterexample):
+        return [e.judgement]
+    found = [j for inner in getattr(e, "exceptions", ()) for j in _counterexamples(inner)]
+    return sorted(found, key=lambda j: not _charges_must(j))
 
 
 def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=(),
@@ -43,7 +68,7 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
     `control_rejected` says when neither holds."""
     from hypothesis import HealthCheck, given, reject, seed, settings
-    from hypothesis.errors import Unsatisfiable
+    from hypothesis.errors import Flaky, Unsatisfiable
 
     from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, trouble_judgement,
                                                       watch_trouble)
@@ -84,7 +109,7 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
                     found=j, charge=unreadable))
         if j.status in (judge.FAIL, judge.ERROR):
             failures.append(j)
-            raise _Counterexample(j.message)
+            raise (_MustCounterexample if _charges_must(j) else _Counterexample)(j)
         for m in j.notes.get("errno_class_mismatches") or ():
             mismatches.setdefault(repr(example), dict(m, case=f"{title}: example {len(mismatches) + 1}"))
         if j.status == judge.PASS and "exercised" in j.notes:
@@ -108,9 +133,20 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     except Unsatisfiable:           # no example applied at all
         verdict = judge.Judgement(judge.NOT_APPLICABLE, not_applicable[-1] if not_applicable else
                                   f"{title}: no example applies to the IUT")
-    except _Counterexample:
+    except Flaky:                   # a failing example passed when replayed: the IUT answers one input two ways
         verdict = failures[-1]
+        verdict.message = (f"{title}: counterexample (seed {conformance_seed}; the IUT passed it when it was sent "
+                           f"again):\n{verdict.message}")
+    except (_Counterexample, ExceptionGroup) as e:
+        found = _counterexamples(e)
+        if not found:
+            raise
+        # the verdict is the MUST failure; a SHOULD failure found apart from it is charged and shown too
+        verdict = found[0]
         verdict.message = f"{title}: counterexample (seed {conformance_seed}, shrunk):\n{verdict.message}"
+        for other in found[1:]:
+            verdict.charge(other.failed_requirements)
+            verdict.message += f"\n\nanother counterexample (seed {conformance_seed}, shrunk):\n{other.message}"
     if mismatches:
         verdict = verdict or judge.Judgement(judge.PASS)
         verdict.notes["errno_class_mismatches"] = list(mismatches.values())
