@@ -245,12 +245,11 @@ def _suite_bug(item, excinfo) -> bool:
     from _pytest.outcomes import OutcomeException
 
     def bug(e: BaseException) -> bool:
-        # a FlakyFailure is an exception group too: it is the IUT's, whatever it holds
-        if any(c.__name__ == "Flaky" and c.__module__.startswith("hypothesis") for c in type(e).__mro__):
-            return False
         if isinstance(e, BaseExceptionGroup):
             return any(bug(x) for x in e.exceptions)
-        return not isinstance(e, (OutcomeException, KeyboardInterrupt, SystemExit))
+        if isinstance(e, (OutcomeException, KeyboardInterrupt, SystemExit)):
+            return False
+        return not any(c.__name__ == "Flaky" and c.__module__.startswith("hypothesis") for c in type(e).__mro__)
     return bug(excinfo.value)
 
 

@@ -41,13 +41,18 @@ def _charges_must(j: judge.Judgement) -> bool:
     return any(known[r].level == "MUST" for r in j.failed_requirements if r in known)
 
 
-def _counterexamples(e: BaseException) -> list[judge.Judgement]:
-    """The judgements of the failing examples Hypothesis reported (one, or a group of distinct
-    ones), those charged to a MUST requirement first."""
+def _counterexamples(e: BaseException) -> list[judge.Judgement] | None:
+    """The judgements of the failing examples Hypothesis reported (one, or a group: distinct
+    ones, or Flaky's), those charged to a MUST requirement first; None when it reported
+    anything else too (an exception of the suite's own code)."""
     if isinstance(e, _Counterexample):
         return [e.judgement]
-    found = [j for inner in getattr(e, "exceptions", ()) for j in _counterexamples(inner)]
-    return sorted(found, key=lambda j: not _charges_must(j))
+    if not isinstance(e, BaseExceptionGroup):
+        return None
+    found = [_counterexamples(inner) for inner in e.exceptions]
+    if not found or None in found:
+        return None
+    return sorted((j for js in found for j in js), key=lambda j: not _charges_must(j))
 
 
 def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=(),
@@ -55,6 +60,11 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     """Run `check(example) -> Judgement` over `strategy`; conclude with the shrunk failure.
     `unreadable`: the requirements an IUT result the check cannot read is charged to (default:
     the case's).
+
+    A failing example charged to a MUST requirement is shrunk and reported apart from those that
+    fail SHOULD checks only (_MustCounterexample): the verdict is the MUST failure, the SHOULD
+    one charged with it.  A failing example that passes when Hypothesis sends it again (Flaky)
+    is the IUT's failure: it answered one input two ways.
 
     IUT trouble (a crash, a hang, garbage, a wrong id) that `iut`, the adapter, meets anywhere
     in an example ends the run at once: the verdict is `error`, quoting that example (not
@@ -73,7 +83,6 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, trouble_judgement,
                                                       watch_trouble)
 
-    failures = []
     not_applicable = []
     mismatches: dict[str, dict] = {}    # errno-agnostic runs: every example rejected with another class
     exercised: list[str] = []           # what the passing examples decided on
@@ -108,7 +117,6 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
                                     f"the run stopped at its first trouble):", f"example: {str(example)[:300]}",
                     found=j, charge=unreadable))
         if j.status in (judge.FAIL, judge.ERROR):
-            failures.append(j)
             raise (_MustCounterexample if _charges_must(j) else _Counterexample)(j)
         for m in j.notes.get("errno_class_mismatches") or ():
             mismatches.setdefault(repr(example), dict(m, case=f"{title}: example {len(mismatches) + 1}"))
@@ -133,17 +141,15 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     except Unsatisfiable:           # no example applied at all
         verdict = judge.Judgement(judge.NOT_APPLICABLE, not_applicable[-1] if not_applicable else
                                   f"{title}: no example applies to the IUT")
-    except Flaky:                   # a failing example passed when replayed: the IUT answers one input two ways
-        verdict = failures[-1]
-        verdict.message = (f"{title}: counterexample (seed {conformance_seed}; the IUT passed it when it was sent "
-                           f"again):\n{verdict.message}")
     except (_Counterexample, ExceptionGroup) as e:
         found = _counterexamples(e)
         if not found:
             raise
         # the verdict is the MUST failure; a SHOULD failure found apart from it is charged and shown too
         verdict = found[0]
-        verdict.message = f"{title}: counterexample (seed {conformance_seed}, shrunk):\n{verdict.message}"
+        how = ("the IUT passed it when it was sent again" if isinstance(e, Flaky)     # one input answered two ways
+               else "shrunk")
+        verdict.message = f"{title}: counterexample (seed {conformance_seed}, {how}):\n{verdict.message}"
         for other in found[1:]:
             verdict.charge(other.failed_requirements)
             verdict.message += f"\n\nanother counterexample (seed {conformance_seed}, shrunk):\n{other.message}"
