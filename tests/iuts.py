@@ -167,6 +167,27 @@ def garbles():
     return Garbles()
 
 
+class Unsteady:
+    """A decoder that answers one input two ways: its third decode reports pb_transno one
+    higher; every other decode, and the same input sent again, is right."""
+
+    def __init__(self):
+        self.inner = make_testee(capabilities=("decode",), name="unsteady")
+        self.decodes = 0
+
+    def handle(self, request):
+        response = self.inner.handle(request)
+        if request.get("op") == "decode" and response.get("ok"):
+            self.decodes += 1
+            if self.decodes == 3:
+                response["result"]["body"]["pb_transno"] += 1
+        return response
+
+
+def unsteady():
+    return Unsteady()
+
+
 # ---- broken targets (docs/target-rules.md): one bug each, a class of mutants/broken_targets.py
 # (the conforming ones below and target_no_full20 differ from the reference in a TargetConfig setting)
 from ptlrpc_conformance.mutants import broken_targets as mt  # noqa: E402
@@ -310,3 +331,13 @@ for _name, (_factory, _what, _ids) in {**TARGET_FAMILIES, **CONFORMING_TARGETS}.
 RELEASE_OSTS = {f"ost_{r.replace('.', '_')}": r for r in ("2.12.9", "2.15.8", "2.16.1", "2.17.0")}
 for _name, _release in RELEASE_OSTS.items():
     globals()[_name] = functools.partial(release_ost, _release)
+
+
+def cksum_and_slv_32_bits():
+    """Two bugs of the mutant zoo at once, decode only: the checksum lacks its final inversion
+    (CKSUM-1, a SHOULD) and pb_slv is kept in 32 bits (BODY-FIELDS-1, a MUST)."""
+    from ptlrpc_conformance.mutants import _checks, _crc_without_final_xor, _decode_only_mutant
+    from ptlrpc_conformance.mutants import broken_codecs as mc
+    from ptlrpc_conformance.reference import codec
+    return _decode_only_mutant(cksum=_crc_without_final_xor, decode_checks=_checks(
+        wrap={codec.unpack_body: mc.then(codec.unpack_body, mc.narrow("pb_slv", 32))}))()

@@ -21,14 +21,53 @@ case = pytest.mark.conformance
 
 
 class _Counterexample(Exception):
-    pass
+    """A failing example (its judgement): a failure of SHOULD requirements only."""
+
+    def __init__(self, j: judge.Judgement):
+        super().__init__(j.message)
+        self.judgement = j
+
+
+class _MustCounterexample(_Counterexample):
+    """A failing example charged to a MUST requirement.  A class of its own: Hypothesis tells
+    failures apart by their exception's type, and shrinks and reports each kind apart, so that
+    the simpler examples that fail a SHOULD check only (every example, for a wrong checksum)
+    cannot shrink a MUST failure away."""
+
+
+def _charges_must(j: judge.Judgement) -> bool:
+    known = registry.requirements()
+    return any(known[r].level == "MUST" for r in j.failed_requirements if r in known)
+
+
+def _counterexamples(e: BaseException) -> list[judge.Judgement] | None:
+    """The judgements of the failing examples Hypothesis reported (one, or a group: distinct
+    ones, or Flaky's), those charged to a MUST requirement first; None when it reported
+    anything else too (an exception of the suite's own code)."""
+    if isinstance(e, _Counterexample):
+        return [e.judgement]
+    if not isinstance(e, BaseExceptionGroup):
+        return None
+    found = [_counterexamples(inner) for inner in e.exceptions]
+    if not found or None in found:
+        return None
+    return sorted((j for js in found for j in js), key=lambda j: not _charges_must(j))
 
 
 def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=(),
-                   accepted_directions=()):
+                   accepted_directions=(), iut=None):
     """Run `check(example) -> Judgement` over `strategy`; conclude with the shrunk failure.
     `unreadable`: the requirements an IUT result the check cannot read is charged to (default:
     the case's).
+
+    A failing example charged to a MUST requirement is shrunk and reported apart from those that
+    fail SHOULD checks only (_MustCounterexample): the verdict is the MUST failure, the SHOULD
+    one charged with it.  A failing example that passes when Hypothesis sends it again (Flaky)
+    is the IUT's failure: it answered one input two ways.
+
+    IUT trouble (a crash, a hang, garbage, a wrong id) that `iut`, the adapter, meets anywhere
+    in an example ends the run at once: the verdict is `error`, quoting that example (not
+    shrunk) and the trouble, whatever the check made of it (fixtures/stateful.py, IUTFault).
 
     A pass records what its examples exercised: the union of their judgements' `exercised`
     notes (the requirement of the check that decided each one, judge.py).  An example the IUT
@@ -38,11 +77,11 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
     `control_rejected` says when neither holds."""
     from hypothesis import HealthCheck, given, reject, seed, settings
-    from hypothesis.errors import Unsatisfiable
+    from hypothesis.errors import Flaky, Unsatisfiable
 
-    from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key
+    from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, trouble_judgement,
+                                                      watch_trouble)
 
-    failures = []
     not_applicable = []
     mismatches: dict[str, dict] = {}    # errno-agnostic runs: every example rejected with another class
     exercised: list[str] = []           # what the passing examples decided on
@@ -56,6 +95,8 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
               suppress_health_check=list(HealthCheck), print_blob=False)
     @given(strategy)
     def run(example):
+        met = len(troubles)
+        j = None
         try:
             j = check(example)
         except NotApplicable as e:
@@ -68,9 +109,14 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
             # never a broken run; any other exception is the suite's own bug (error (suite))
             j = judge.Judgement(judge.FAIL, f"the IUT's result could not be read ({e}); "
                                             f"example: {str(example)[:300]}").charge(unreadable)
+        finally:
+            if len(troubles) > met:     # whatever the check made of it, or raised
+                raise IUTFault(trouble_judgement(
+                    troubles[met:], f"{title}: the IUT failed on an example (seed {conformance_seed}; not shrunk: "
+                                    f"the run stopped at its first trouble):", f"example: {str(example)[:300]}",
+                    found=j, charge=unreadable))
         if j.status in (judge.FAIL, judge.ERROR):
-            failures.append(j)
-            raise _Counterexample(j.message)
+            raise (_MustCounterexample if _charges_must(j) else _Counterexample)(j)
         for m in j.notes.get("errno_class_mismatches") or ():
             mismatches.setdefault(repr(example), dict(m, case=f"{title}: example {len(mismatches) + 1}"))
         if j.status == judge.PASS and "exercised" in j.notes:
@@ -86,14 +132,26 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     no_database_key(run)
     verdict = None
     try:
-        with fixed_constants():     # the examples depend on the seed alone, not on what else is loaded
+        with watch_trouble(iut) as troubles, fixed_constants():
+            # the examples depend on the seed alone, not on what else is loaded
             run()
+    except IUTFault as e:
+        verdict = e.judgement
     except Unsatisfiable:           # no example applied at all
         verdict = judge.Judgement(judge.NOT_APPLICABLE, not_applicable[-1] if not_applicable else
                                   f"{title}: no example applies to the IUT")
-    except _Counterexample:
-        verdict = failures[-1]
-        verdict.message = f"{title}: counterexample (seed {conformance_seed}, shrunk):\n{verdict.message}"
+    except (_Counterexample, ExceptionGroup) as e:
+        found = _counterexamples(e)
+        if not found:
+            raise
+        # the verdict is the MUST failure; a SHOULD failure found apart from it is charged and shown too
+        verdict = found[0]
+        how = ("the IUT passed it when it was sent again" if isinstance(e, Flaky)     # one input answered two ways
+               else "shrunk")
+        verdict.message = f"{title}: counterexample (seed {conformance_seed}, {how}):\n{verdict.message}"
+        for other in found[1:]:
+            verdict.charge(other.failed_requirements)
+            verdict.message += f"\n\nanother counterexample (seed {conformance_seed}, shrunk):\n{other.message}"
     if mismatches:
         verdict = verdict or judge.Judgement(judge.PASS)
         verdict.notes["errno_class_mismatches"] = list(mismatches.values())
@@ -180,7 +238,7 @@ def _decode_suite_encoding(iut, direction: str, order: str, message: dict, errno
 
 
 def _check_suite_encoded(strategy, check, judged: list, conformance_seed, conformance_examples, conclude, title,
-                         unreadable) -> None:
+                         unreadable, iut) -> None:
     """check_property over examples the suite encodes itself; `judged` collects the judgements
     of their decodes.  When the IUT reported the checksum of no valid example, a pass notes
     CKSUM-1 as not exercised (the IUT leaves computed_cksum out), never as passed."""
@@ -195,7 +253,7 @@ def _check_suite_encoded(strategy, check, judged: list, conformance_seed, confor
         concluded.append(j)
         conclude(j)
 
-    check_property(strategy, check, conformance_seed, conformance_examples, finish, title, unreadable)
+    check_property(strategy, check, conformance_seed, conformance_examples, finish, title, unreadable, iut=iut)
     if not concluded and unexercised():
         conclude(judge.Judgement(judge.PASS, notes={"not_exercised": ["CKSUM-1"]}))
 
@@ -217,7 +275,7 @@ def test_decoder_on_full_width_messages(iut, need, conclude, errno_agnostic, con
         return judged[-1]
 
     _check_suite_encoded(full_width_messages(), check, judged, conformance_seed, conformance_examples, conclude,
-                         "full-width messages", unreadable=["DEC-ROBUST-1"])
+                         "full-width messages", unreadable=["DEC-ROBUST-1"], iut=iut)
 
 
 LITTLE_ENDIAN_ONLY = ("HDR-MAGIC-2", "HDR-SWAB-1", "BODY-SWAB-1")
@@ -265,7 +323,7 @@ def test_decode_of_encode_is_identity(iut, need, conclude, errno_agnostic, confo
         return j
 
     _check_suite_encoded(canonical_messages(), check, judged, conformance_seed, conformance_examples, conclude,
-                         "decode(encode(m)) == m", unreadable=["ENC-CANON-1"])
+                         "decode(encode(m)) == m", unreadable=["ENC-CANON-1"], iut=iut)
 
 
 @case(case="framing.encoded-length.encode", requirements=["ENC-LENGTH-1", "PAD-HEADER-1", "PAD-BUFFER-1"])
@@ -294,7 +352,7 @@ def test_encoded_length(iut, need, conclude, conformance_seed, conformance_examp
             ["PAD-HEADER-1"] if len(lens) % 2 else []) + (["PAD-BUFFER-1"] if any(n % 8 for n in lens) else [])})
 
     check_property(canonical_messages(), check, conformance_seed, conformance_examples, conclude,
-                   "encoded length", unreadable=["ENC-LENGTH-1"])
+                   "encoded length", unreadable=["ENC-LENGTH-1"], iut=iut)
 
 
 @case(case="framing.arbitrary-bytes.decode", requirements=list(MODEL_CHARGEABLE))
@@ -314,7 +372,7 @@ def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, run_set
 
     check_property(arbitrary_messages(), check, conformance_seed, conformance_examples, conclude,
                    "arbitrary bytes", unreadable=["DEC-ROBUST-1"],
-                   accepted_directions=direction_controls(iut, request.config))
+                   accepted_directions=direction_controls(iut, request.config), iut=iut)
 
 
 @case(case="framing.mutations.decode", requirements=list(MODEL_CHARGEABLE))
@@ -336,4 +394,4 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, run_set
                                   role=judge.MODEL, settings=run_settings)
 
     check_property(mutated(vectors), check, conformance_seed, conformance_examples, conclude, "mutated vectors",
-                   unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config))
+                   unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config), iut=iut)

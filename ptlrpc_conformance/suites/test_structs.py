@@ -201,7 +201,7 @@ def _valid_decode_case(name: str):
 
         outcome = []
         check_property(strategy, lambda ex: outcome.append(check(ex)) or outcome[-1], conformance_seed,
-                       conformance_examples, conclude, f"{name} valid view")
+                       conformance_examples, conclude, f"{name} valid view", iut=iut)
         if outcome and all(j.status == judge.NOT_APPLICABLE for j in outcome):
             conclude(outcome[0])
     return test
@@ -256,7 +256,7 @@ def _valid_encode_case(name: str, give_mask: bool):
                 ["VALID-UNKNOWN-1"] if give_mask and mask & ~_known_bits(rel, name) else [])})
 
         check_property(strategy, check, conformance_seed, conformance_examples, conclude,
-                       f"{name} encode with {MASK_FIELD[name]} {'given' if give_mask else 'left out'}")
+                       f"{name} encode with {MASK_FIELD[name]} {'given' if give_mask else 'left out'}", iut=iut)
     return test
 
 

@@ -30,9 +30,10 @@ STATEFUL_REQUIREMENTS = ["TGT-DROP-1", "TGT-ERR-1", "TGT-ERR-2", "TGT-ERR-3", "T
 
 
 def _scenarios(config):
+    from ptlrpc_conformance.harness.data.vectors import VectorError
     try:
         return scen.load_all(config.getoption("conformance_vectors") or ())
-    except Exception as e:            # VectorError: reported as a usage error by the plugin
+    except VectorError as e:          # the user's scenario files: a usage error (any other exception is the suite's bug)
         raise pytest.UsageError("scenario files have problems:\n  " + "\n  ".join(getattr(e, "problems", [str(e)])))
 
 

@@ -23,6 +23,10 @@ usage: hostile.py MODE [N]
   silent    exit at once without reading anything
   acceptsall  answer unknown operations as if they succeeded (breaks the protocol smoke check)
   ok        behave
+A mode may end in @N (crash@N, hang@N, garbage@N, wrongid@N, bigline@N): the testee then
+misbehaves on the Nth request after its hello, whatever it is (a decode, an encode, an
+exchange, a restart), instead of on that message; each (re)started process counts anew, so
+the fault comes back every N requests, inside a property's or a stateful part's examples.
 """
 import json
 import os
@@ -31,7 +35,8 @@ import time
 
 from ptlrpc_conformance.reference import make_testee
 
-MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
+MODE, _, AT = (sys.argv[1] if len(sys.argv) > 1 else "ok").partition("@")
+AT = int(AT) if AT else None
 EXIT_AFTER = int(sys.argv[2]) if MODE == "exitafter" else None
 STATE = sys.argv[2] if MODE in ("othercaps", "gone", "hellohang") else None
 TRIGGER_MAGIC = "00000000"   # lm_magic bytes of the framing.magic.zero vector
@@ -49,6 +54,7 @@ def main():
         restarted = os.path.exists(os.path.join(STATE, "started"))
         open(os.path.join(STATE, "started"), "w").close()
     answered = 0
+    served = 0          # requests after the hello
     if MODE == "gone" and restarted:
         return 0
     if MODE == "hellohang":
@@ -66,7 +72,12 @@ def main():
         if req.get("op") == "hello" and restarted:
             resp["result"]["capabilities"] = ["decode"]
         data = req.get("data", "")
-        triggered = req.get("op") == "decode" and data[16:24] == TRIGGER_MAGIC and len(data) > 64
+        if req.get("op") != "hello":
+            served += 1
+        if AT is not None:
+            triggered = served == AT
+        else:
+            triggered = req.get("op") == "decode" and data[16:24] == TRIGGER_MAGIC and len(data) > 64
         if MODE == "stderr":
             sys.stderr.write("x" * (1 << 20) + "\n")
             sys.stderr.flush()

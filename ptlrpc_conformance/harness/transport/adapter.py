@@ -12,6 +12,7 @@ adapter, `tshark.py` Wireshark's dissector, and `loader.py` turns an --iut value
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import traceback
 from typing import Any, Sequence
@@ -45,6 +46,7 @@ class Adapter:
         self.io_log = None            # a text file: every protocol line, "> " sent, "< " received
         self.timeouts_in_a_row = 0    # requests left unanswered one after the other (reset by any answer)
         self.lost: str | None = None  # why the IUT can no longer be reached (a restart it did not answer)
+        self.troubles: list | None = None   # (request, outcome) of each trouble while watched (watch_trouble)
 
     def stopped_answering(self, max_timeouts: int) -> str | None:
         """Why the IUT has stopped answering, or None: `max_timeouts` requests in a row timed
@@ -92,9 +94,25 @@ class Adapter:
         if not requests:
             return []
         outcomes = self._exchange(list(requests))
-        for o in outcomes:
+        for r, o in zip(requests, outcomes):
             self.timeouts_in_a_row = self.timeouts_in_a_row + 1 if o.kind == "timeout" else 0
+            if o.trouble and self.troubles is not None:
+                self.troubles.append((r, o))
         return outcomes
+
+    @contextlib.contextmanager
+    def watch_trouble(self):
+        """A list that gets (request, outcome) of every request that meets IUT trouble (a
+        crash, a hang, garbage) while the context is on, oldest first: how a property or a
+        stateful part learns of trouble anywhere in an example, whatever its code made of
+        the outcome."""
+        outer, self.troubles = self.troubles, []
+        try:
+            yield self.troubles
+        finally:
+            if outer is not None:
+                outer.extend(self.troubles)
+            self.troubles = outer
 
     def close(self) -> None:
         pass
