@@ -377,3 +377,24 @@ print(json.dumps({{"status": status, "seen": sorted(seen), "after": [gc.isenable
     assert result["status"] == 0, proc.stdout + proc.stderr
     assert result["seen"] == [[True, list(RUN_GC_THRESHOLD)]]
     assert result["after"] == [True, [650, 9, 8]]
+
+
+@pytest.mark.parametrize("quiet", [(), ("-q",)])
+def test_a_closed_stdout_silences_the_output_and_nothing_else(tmp_path, quiet):
+    """`certify ... | head -1` against a failing IUT: the reader is gone after one line, yet
+    the report is written whole and the process exits with the verdict's status (1), the
+    status report.json records, so a CI step piping into head or grep -m goes red."""
+    from conftest import TESTS
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "python:iuts:no_header_pad",
+                             "-k", "framing.magic", "--examples", "20", "--out", str(out), *quiet],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    first = proc.stdout.readline()
+    proc.stdout.close()                 # as `head -1` does
+    rc = proc.wait(timeout=300)
+    assert first.startswith(b"ptlrpc-conformance: certifying"), first
+    report = json.loads((out / "report.json").read_text())
+    assert rc == 1 and report["exit_status"] == rc, (rc, report["exit_status"])
+    assert not report.get("incomplete") and report["summary"]["fail"] >= 1
+    assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
