@@ -398,3 +398,18 @@ def test_a_closed_stdout_silences_the_output_and_nothing_else(tmp_path, quiet):
     assert rc == 1 and report["exit_status"] == rc, (rc, report["exit_status"])
     assert not report.get("incomplete") and report["summary"]["fail"] >= 1
     assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
+
+
+@pytest.mark.parametrize("typo", [("--area", "framin"), ("--case", "framing.magic.bad")])
+def test_an_unknown_area_or_case_is_refused_before_the_iut_starts_and_out_is_touched(run_cli, tmp_path, typo):
+    out = tmp_path / "previous"
+    out.mkdir()
+    (out / "junit.xml").write_text("<previous/>")
+    started = tmp_path / "started"
+    iut = f"exec:sh -c 'touch {started}; exec {sys.executable} -m ptlrpc_conformance.reference'"
+    run = run_cli("--iut", iut, *typo, "--out", str(out), out=False)
+    assert run.rc == 2, run.stdout + run.stderr
+    assert f"{typo[0]} {typo[1]}: unknown" in run.stderr, run.stderr
+    assert not started.exists(), "the IUT was started"
+    assert sorted(p.name for p in out.iterdir()) == ["junit.xml"]
+    assert (out / "junit.xml").read_text() == "<previous/>"
