@@ -165,6 +165,7 @@ def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None
         user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}),
         selected=report_module.selection(args.area, args.case, args.requirement, args.keyword, None, args.level),
         ignore_errno_class=bool(args.ignore_errno_class), hello=hello, smoke=smoke)
+    report_module.remove_earlier_pages(report_path.parent, args.vectors or ())
     report_module.write(doc, report_path)
     return conclude_run(report_path, status)
 

@@ -544,6 +544,21 @@ def _remove_old_reproducers(directory: pathlib.Path, keep: set[pathlib.Path]) ->
         pass
 
 
+EARLIER_PAGES = ("report.html", "junit.xml")     # what the command line writes beside report.json
+
+
+def remove_earlier_pages(out: pathlib.Path, user_vectors=None) -> None:
+    """Before a run writes report.json into `out`: the pages an earlier run left there
+    (report.html, junit.xml, and with `user_vectors` its reproducers, except those the run
+    reads), so that a run stopped between report.json and its pages (a second Ctrl-C) leaves
+    none of an earlier run beside the new report.json."""
+    for name in EARLIER_PAGES:
+        (out / name).unlink(missing_ok=True)
+    if user_vectors is not None:
+        from ptlrpc_conformance.harness.data.vectors import user_files
+        _remove_old_reproducers(out / "reproducers", {p.resolve() for p in user_files(user_vectors)})
+
+
 def write_reproducers(report: dict, directory: pathlib.Path, inputs=()) -> list[str]:
     """Each failing case with a reproducer, as a vector file `--vectors DIR` reads back; the
     reproducers of an earlier run in `directory` are removed (one run, one report), except
