@@ -261,6 +261,8 @@ def test_quiet_output_is_progress_and_the_verdict(run_cli):
     block = _block(run.stdout)
     assert block[1] == "level: " + _level_words(run.report["level"]) and block[-1] == "exit status: 0"
     assert "failing MUST requirements: none" in block and "test_framing.py" not in run.stdout
+    # the block names what the level was judged against: the IUT and the profile
+    assert block[2:4] == ["iut: ptlrpc-conformance reference 0.1.0 (--iut reference)", "profile: lustre-2.17.57"]
 
 
 def _level_words(level: dict) -> str:

@@ -123,6 +123,8 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
         if not named and (iut.get("spec") or "reference") == "reference":
             named = "the bundled reference implementation"    # judged without its hello read first
         out.append(f"iut: {named + ' ' if named else ''}(--iut {iut.get('spec') or 'reference'})")
+    if report.get("profile"):           # what the level was judged against
+        out.append(f"profile: {report['profile']}")
     out += scope_lines(level)
     summary = report.get("summary") or {}
     if summary.get("total"):
