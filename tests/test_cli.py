@@ -172,6 +172,12 @@ def test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class(run_cli)
         notes = run.case("framing.bufcount.zero.decode")["notes"]
         assert notes["errno"] == "EBADMSG"
         assert notes["errno_class_mismatch"] == "expected EINVAL, got EBADMSG"
+        # an errno-class rule keeps its accept/reject evidence; one that is all errno class or
+        # order of checks (errno_only in requirements.yaml) is not judged, not a pass of any kind
+        reqs = run.report["requirements"]
+        assert reqs["HDR-BUFCOUNT-1"]["verdict"] == "pass (accept/reject only)"
+        assert reqs["HDR-ORDER-1"]["verdict"] == "not judged (errno-agnostic)", reqs["HDR-ORDER-1"]
+        assert "HDR-ORDER-1" not in run.report["level"]["not_run"]
 
 
 def test_export_writes_vectors_and_derived_cases(run_cli, tmp_path):
