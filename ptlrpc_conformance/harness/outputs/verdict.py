@@ -65,8 +65,8 @@ def _gate_lines(gate: dict) -> list[str]:
             lines += ["  " + first] + rest
     not_run = list(gate.get("not_run") or ())
     if not_run:
-        lines.append(f"known-failures entries not run by this run ({len(not_run)}: outside its selection or not "
-                     f"reached; kept, not judged): {', '.join(not_run[:8])}" + (" …" if len(not_run) > 8 else ""))
+        lines.append(f"known-failures entries not run by this run ({len(not_run)}: outside its selection or its "
+                     f"collection, or not reached; kept, not judged): {', '.join(not_run[:8])}" + (" …" if len(not_run) > 8 else ""))
     return lines
 
 
