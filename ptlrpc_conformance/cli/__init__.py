@@ -9,7 +9,7 @@
   ptlrpc-conformance requirements
   ptlrpc-conformance export --format json [--out FILE]
   ptlrpc-conformance check-trace FILE [--json]      (JSON Lines or pcap)
-  ptlrpc-conformance record-trace [--iut SPEC] [--scenario ID] [--out FILE]
+  ptlrpc-conformance record-trace [--iut SPEC] [--scenario ID] [--profile NAME] [--out FILE]
   ptlrpc-conformance bench [--seconds S] [--quick] [--iut SPEC ...] [--json FILE]
   ptlrpc-conformance certification-doc DIR/report.json [--notes FILE] [--out FILE]
   ptlrpc-conformance mutants [--jobs N] [--mutant ID ...] [--json FILE] [--markdown FILE]
