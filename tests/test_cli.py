@@ -408,7 +408,8 @@ def test_a_closed_stdout_silences_the_output_and_nothing_else(tmp_path, quiet):
     assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
 
 
-@pytest.mark.parametrize("typo", [("--area", "framin"), ("--case", "framing.magic.bad")])
+@pytest.mark.parametrize("typo", [("--area", "framin"), ("--case", "framing.magic.bad"),
+                                  ("--area", "framin", "--profile", "all")])        # a release matrix too
 def test_an_unknown_area_or_case_is_refused_before_the_iut_starts_and_out_is_touched(run_cli, tmp_path, typo):
     out = tmp_path / "previous"
     out.mkdir()

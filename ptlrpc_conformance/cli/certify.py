@@ -141,14 +141,18 @@ def _unknown_selection(args) -> list[str]:
         def pytest_collection_modifyitems(self, items):
             self.ids = [dict(i.user_properties)["case_id"] for i in items if "case_id" in dict(i.user_properties)]
 
-    ids = CaseIds()
-    pargs = suites_args() + ["--collect-only", "-qq"]
-    pargs += options.pytest_args(args, [o for o in options.certify_options() if o.dest in ("profile", "vectors")])
-    with contextlib.redirect_stdout(io.StringIO()):
-        rc = int(pytest.main(pargs + list(args.pytest_args), plugins=[ids]))
-    if rc != pytest.ExitCode.OK or not ids.ids:
-        return []                       # the run itself says what is wrong with its arguments
-    return options.selection(args.case, args.area, ids.ids, "--case", "--area")
+    known: set[str] = set()
+    for profile in matrix_profiles(args.profile) or [args.profile]:     # a release matrix: each release's
+        ids = CaseIds()
+        pargs = suites_args() + ["--collect-only", "-qq"]
+        pargs += options.pytest_args(args, [o for o in options.certify_options() if o.dest == "vectors"])
+        pargs += ["--conformance-profile", profile] if profile else []
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = int(pytest.main(pargs + list(args.pytest_args), plugins=[ids]))
+        if rc != pytest.ExitCode.OK or not ids.ids:
+            return []                   # the run itself says what is wrong with its arguments
+        known.update(ids.ids)
+    return options.selection(args.case, args.area, known, "--case", "--area")
 
 
 def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None, hello: dict | None = None,
