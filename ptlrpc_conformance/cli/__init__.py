@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAIL
     finally:
         if sys.stdout.__class__ is QuietWhenClosed:
+            sys.stdout.flush()      # what is left, now: a closed pipe met at exit would change the status
             sys.stdout = stdout
 
 
