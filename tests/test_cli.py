@@ -172,6 +172,12 @@ def test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class(run_cli)
         notes = run.case("framing.bufcount.zero.decode")["notes"]
         assert notes["errno"] == "EBADMSG"
         assert notes["errno_class_mismatch"] == "expected EINVAL, got EBADMSG"
+        # an errno-class rule keeps its accept/reject evidence; one that is all errno class or
+        # order of checks (errno_only in requirements.yaml) is not judged, not a pass of any kind
+        reqs = run.report["requirements"]
+        assert reqs["HDR-BUFCOUNT-1"]["verdict"] == "pass (accept/reject only)"
+        assert reqs["HDR-ORDER-1"]["verdict"] == "not judged (errno-agnostic)", reqs["HDR-ORDER-1"]
+        assert "HDR-ORDER-1" not in run.report["level"]["not_run"]
 
 
 def test_export_writes_vectors_and_derived_cases(run_cli, tmp_path):
@@ -261,6 +267,8 @@ def test_quiet_output_is_progress_and_the_verdict(run_cli):
     block = _block(run.stdout)
     assert block[1] == "level: " + _level_words(run.report["level"]) and block[-1] == "exit status: 0"
     assert "failing MUST requirements: none" in block and "test_framing.py" not in run.stdout
+    # the block names what the level was judged against: the IUT and the profile
+    assert block[2:4] == ["iut: ptlrpc-conformance reference 0.1.0 (--iut reference)", "profile: lustre-2.17.57"]
 
 
 def _level_words(level: dict) -> str:
@@ -377,3 +385,40 @@ print(json.dumps({{"status": status, "seen": sorted(seen), "after": [gc.isenable
     assert result["status"] == 0, proc.stdout + proc.stderr
     assert result["seen"] == [[True, list(RUN_GC_THRESHOLD)]]
     assert result["after"] == [True, [650, 9, 8]]
+
+
+@pytest.mark.parametrize("quiet", [(), ("-q",)])
+def test_a_closed_stdout_silences_the_output_and_nothing_else(tmp_path, quiet):
+    """`certify ... | head -1` against a failing IUT: the reader is gone after one line, yet
+    the report is written whole and the process exits with the verdict's status (1), the
+    status report.json records, so a CI step piping into head or grep -m goes red."""
+    from conftest import TESTS
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance.cli", "certify", "--iut", "python:iuts:no_header_pad",
+                             "-k", "framing.magic", "--examples", "20", "--out", str(out), *quiet],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=tmp_path)
+    first = proc.stdout.readline()
+    proc.stdout.close()                 # as `head -1` does
+    rc = proc.wait(timeout=300)
+    assert first.startswith(b"ptlrpc-conformance: certifying"), first
+    report = json.loads((out / "report.json").read_text())
+    assert rc == 1 and report["exit_status"] == rc, (rc, report["exit_status"])
+    assert not report.get("incomplete") and report["summary"]["fail"] >= 1
+    assert (out / "report.html").is_file() and (out / "junit.xml").is_file()
+
+
+@pytest.mark.parametrize("typo", [("--area", "framin"), ("--case", "framing.magic.bad"),
+                                  ("--area", "framin", "--profile", "all")])        # a release matrix too
+def test_an_unknown_area_or_case_is_refused_before_the_iut_starts_and_out_is_touched(run_cli, tmp_path, typo):
+    out = tmp_path / "previous"
+    out.mkdir()
+    (out / "junit.xml").write_text("<previous/>")
+    started = tmp_path / "started"
+    iut = f"exec:sh -c 'touch {started}; exec {sys.executable} -m ptlrpc_conformance.reference'"
+    run = run_cli("--iut", iut, *typo, "--out", str(out), out=False)
+    assert run.rc == 2, run.stdout + run.stderr
+    assert f"{typo[0]} {typo[1]}: unknown" in run.stderr, run.stderr
+    assert not started.exists(), "the IUT was started"
+    assert sorted(p.name for p in out.iterdir()) == ["junit.xml"]
+    assert (out / "junit.xml").read_text() == "<previous/>"

@@ -305,3 +305,28 @@ def test_the_documented_example_parses_as_it_reads():
     assert example["entries"][0]["reason"] == "we accept what Lustre 2.17 accepts (issue #12)", path
     assert [e["id"] for e in example["entries"]] == ["framing.buflen.wrap.decode", "framing.*.*.encode",
                                                      "STRUCT-OCD-1"]
+
+
+def test_an_update_by_certify_keeps_the_entries_of_plugin_cases(run_cli, tmp_path, failures):
+    """One known-failures file for a site's own plugin cases (area `vendor`, docs/plugin.md) and
+    for the bundled suite: `certify`, which collects only the bundled suite, cannot judge the
+    plugin's entries, so it keeps them (not run), while an entry of the suite's areas that
+    matches no case is still removed."""
+    own = {"id": "vendor.short-header.decode", "reason": "our decoder, tracked as BUG-1"}
+    typo = {"id": "framing.no.such.case", "reason": "typo"}
+    kf = write(tmp_path / "kf.yaml", [{"id": c, "reason": "known", "signature": s} for c, s in failures.items()]
+               + [own, typo])
+    run = run_cli(*FAILING_IUT, "--known-failures", kf, "--update-known-failures", "tighten")
+    assert run.rc == 0, run.stdout[-3000:]
+    kept = [e["id"] for e in yaml.safe_load(open(kf))["entries"]]
+    assert own["id"] in kept and typo["id"] not in kept, kept
+    assert run.report["gate"]["not_run"] == [own["id"]]
+    assert "removed `- id: vendor.short-header.decode`" not in run.stdout
+
+
+def test_an_entry_of_an_area_the_run_did_not_collect_is_not_run():
+    entries = [gate.Entry("vendor.short-header.decode", "ours", line=3), gate.Entry("vendor.*.decode", "ours", line=5),
+               gate.Entry("framing.no.such.case", "typo", line=7)]
+    r = gate.evaluate(entries, [{"id": "framing.x.decode", "verdict": "pass", "requirements": []}],
+                      deselected={"structs.y.decode": []})
+    assert r.not_run == entries[:2] and r.unmatched == entries[2:]

@@ -17,6 +17,18 @@ def test_the_sample_is_what_record_trace_writes_for_the_reference(run_cli, tmp_p
     assert "recovery.replay.transno-order against ptlrpc-conformance reference" in run.stderr
 
 
+def test_record_trace_follows_the_profile_it_is_given(run_cli, tmp_path):
+    """record-trace judges the replayed scenario under --profile, as certify does, and says
+    which; an unknown profile is a usage error."""
+    run = run_cli("record-trace", "--iut", "reference:2.15.8", "--profile", "lustre-2.15.8",
+                  "--out", str(tmp_path / "t.jsonl"), out=False)
+    assert run.rc == 0, run.stderr
+    assert "(profile lustre-2.15.8)" in run.stderr and (tmp_path / "t.jsonl").read_text()
+    wrong = run_cli("record-trace", "--profile", "lustre-2.1", "--out", str(tmp_path / "u.jsonl"), out=False)
+    assert wrong.rc == 2 and "unknown profile 'lustre-2.1'" in wrong.stderr, wrong.stderr
+    assert not (tmp_path / "u.jsonl").exists()
+
+
 def test_the_sample_passes_check_trace(run_cli):
     run = run_cli("check-trace", str(SAMPLE), out=False)
     assert run.rc == 0, run.stdout + run.stderr

@@ -376,3 +376,29 @@ def test_a_failure_message_from_an_xdist_worker_is_the_serial_runs_message():
     assert _failure_text(worker) == failure == _failure_text(SimpleNamespace(longreprtext=failure))
     quoted = SimpleNamespace(longreprtext=failure + "\n[gw0] a line of the IUT's own output")
     assert _failure_text(quoted) == quoted.longreprtext          # only a first line is the worker's
+
+
+def test_a_second_ctrl_c_leaves_no_page_of_an_earlier_run_beside_the_new_report(tmp_path):
+    """The second Ctrl-C lands after report.json is written and before the pages are (pytest's
+    junit.xml, the command line's report.html): what sits beside the new report.json is of
+    this run or nothing, never the earlier run's pages or reproducers."""
+    out = tmp_path / "out"
+    (out / "reproducers").mkdir(parents=True)
+    for name in ("report.html", "junit.xml"):
+        (out / name).write_text("earlier run")
+    (out / "reproducers" / "framing.old.decode.yaml").write_text(
+        "format: ptlrpc-conformance-vectors/1\narea: repro\nvectors:\n- id: repro.framing.old.decode\n")
+    script = f"""
+import _pytest.junitxml
+from ptlrpc_conformance.cli import main, session
+def second_ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+_pytest.junitxml.LogXML.pytest_sessionfinish = lambda self: None     # stopped before junit.xml
+session.write_html = second_ctrl_c                                     # and before report.html
+print("status", main(["certify", "--iut", "reference", "--case", "framing.bufcount.zero.decode", "--out", {str(out)!r}]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.stdout.strip().splitlines()[-1] == "status 1", proc.stdout + proc.stderr
+    report = json.loads((out / "report.json").read_text())
+    assert [c["id"] for c in report["cases"]] == ["framing.bufcount.zero.decode"]
+    assert sorted(p.name for p in out.iterdir()) == ["report.json"]

@@ -9,7 +9,7 @@
   ptlrpc-conformance requirements
   ptlrpc-conformance export --format json [--out FILE]
   ptlrpc-conformance check-trace FILE [--json]      (JSON Lines or pcap)
-  ptlrpc-conformance record-trace [--iut SPEC] [--scenario ID] [--out FILE]
+  ptlrpc-conformance record-trace [--iut SPEC] [--scenario ID] [--profile NAME] [--out FILE]
   ptlrpc-conformance bench [--seconds S] [--quick] [--iut SPEC ...] [--json FILE]
   ptlrpc-conformance certification-doc DIR/report.json [--notes FILE] [--out FILE]
   ptlrpc-conformance mutants [--jobs N] [--mutant ID ...] [--json FILE] [--markdown FILE]
@@ -72,17 +72,45 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     module, function = COMMANDS[command]
     handler = getattr(importlib.import_module(f"{__name__}.{module}"), function)
+    stdout = sys.stdout
+    sys.stdout = QuietWhenClosed(stdout)
     try:
         return handler(argv)
     except KeyboardInterrupt:
         print("ptlrpc-conformance: interrupted", file=sys.stderr)
         return EXIT_FAIL
-    except BrokenPipeError:
-        # the reader closed the pipe (`list | head`): what it wanted was written; end quietly,
-        # with nothing more written to the closed pipe at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return EXIT_OK
+    finally:
+        if sys.stdout.__class__ is QuietWhenClosed:
+            sys.stdout.flush()      # what is left, now: a closed pipe met at exit would change the status
+            sys.stdout = stdout
+
+
+class QuietWhenClosed:
+    """sys.stdout for a command: once its reader has closed the pipe (`certify | head -1`,
+    `grep -m1`), what is still to print goes to /dev/null and the command carries on, so a
+    closed stdout silences the output and nothing else: the report is written and the exit
+    status is the verdict's."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _quiet(self, method: str, *args):
+        try:
+            return getattr(self._stream, method)(*args)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())     # the unwritten rest, and any later line
+            os.close(devnull)
+            return getattr(self._stream, method)(*args)
+
+    def write(self, text: str) -> int:
+        return self._quiet("write", text)
+
+    def flush(self) -> None:
+        self._quiet("flush")
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def entry() -> None:

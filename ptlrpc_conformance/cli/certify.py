@@ -80,11 +80,16 @@ def _certify(args) -> int:
         if args.vectors:                    # their scenarios too (the bundled ones are the suite's)
             from ptlrpc_conformance.harness.ost import scenario                 # the vectors, ost/: +200 ms
             scenario.load_all(args.vectors)
+        problems = _unknown_selection(args)
     except VectorError as e:
         print("ptlrpc-conformance: vector files have problems:\n  " + "\n  ".join(e.problems), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:       # from here on, a Ctrl-C gives a report marked incomplete
         return _start_failure(args, report_path, EXIT_FAIL, None)
+    if problems:                    # refused before the IUT starts and before --out is written
+        for line in problems:
+            print(f"ptlrpc-conformance: {line}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         status, adapter = iut_preflight(args.iut, args.iut_timeout)
     except KeyboardInterrupt:       # the testee started by then is killed at exit (exec.py)
@@ -119,6 +124,37 @@ def _certify(args) -> int:
         return _start_failure(args, report_path, EXIT_FAIL, None, hello.as_dict(), smoke)
 
 
+def _unknown_selection(args) -> list[str]:
+    """--case and --area values that name no case or area of the run: the cases are collected
+    (as `list` does, the IUT not started; the user's plugins and vectors too) and their ids
+    checked as the plugin checks them (options.selection)."""
+    if not (args.case or args.area):
+        return []
+    import contextlib
+    import io
+    import pytest                                                      # +170 ms
+
+    class CaseIds:
+        ids: list[str] = []
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(self, items):
+            self.ids = [dict(i.user_properties)["case_id"] for i in items if "case_id" in dict(i.user_properties)]
+
+    known: set[str] = set()
+    for profile in matrix_profiles(args.profile) or [args.profile]:     # a release matrix: each release's
+        ids = CaseIds()
+        pargs = suites_args() + ["--collect-only", "-qq"]
+        pargs += options.pytest_args(args, [o for o in options.certify_options() if o.dest == "vectors"])
+        pargs += ["--conformance-profile", profile] if profile else []
+        with contextlib.redirect_stdout(io.StringIO()):
+            rc = int(pytest.main(pargs + list(args.pytest_args), plugins=[ids]))
+        if rc != pytest.ExitCode.OK or not ids.ids:
+            return []                   # the run itself says what is wrong with its arguments
+        known.update(ids.ids)
+    return options.selection(args.case, args.area, known, "--case", "--area")
+
+
 def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None, hello: dict | None = None,
                    smoke=None) -> int:
     """The IUT could not start: report.json says so (`iut.start_failure`), no case ran.  With
@@ -133,6 +169,7 @@ def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None
         user_vectors=args.vectors, reproduce=options.reproduce_argv(given.get, {"profile": profile}),
         selected=report_module.selection(args.area, args.case, args.requirement, args.keyword, None, args.level),
         ignore_errno_class=bool(args.ignore_errno_class), hello=hello, smoke=smoke)
+    report_module.remove_earlier_pages(report_path.parent, args.vectors or ())
     report_module.write(doc, report_path)
     return conclude_run(report_path, status)
 

@@ -132,6 +132,8 @@ def run_session(args, out: pathlib.Path, hello, smoke, conclude: bool = True) ->
         # (ms each), and waits.  `worksteal` moves cases to the idle worker at the end.
         pargs += ["--dist", "worksteal"]
     observer = Observer(failing_lines=not (args.verbose or args.quiet), preflight=(hello.as_dict(), smoke))
+    from ptlrpc_conformance.harness.outputs.report import remove_earlier_pages
+    remove_earlier_pages(out)           # the reproducers: by the report collector, before report.json
     before = report_mtime(report_path)
     rc = int(pytest.main(pargs, plugins=[observer]))
     if rc == pytest.ExitCode.INTERRUPTED and report_mtime(report_path) == before:

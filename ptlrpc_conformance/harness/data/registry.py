@@ -58,6 +58,7 @@ class Requirement:
     kind: str                          # what it judges (KINDS)
     direction: str | None = None       # a decoder rule of one direction only
     errno_class: bool = False          # judges the errno class of a rejection
+    errno_only: bool = False           # the errno class (or the order of checks) is all it judges
 
     def in_profile(self, name: str) -> bool:
         return self.profiles is None or self.profiles(profile(name))
@@ -241,11 +242,13 @@ def requirements() -> dict[str, Requirement]:
             raise RegistryError(f"{where}: direction must be one of {DIRECTIONS}")
         if not isinstance(r.get("errno_class", False), bool):
             raise RegistryError(f"{where}: errno_class must be true or false")
+        if r.get("errno_only", False) not in (False, True) or (r.get("errno_only") and not r.get("errno_class")):
+            raise RegistryError(f"{where}: errno_only must be true or false, and true only with errno_class: true")
         out[rid] = Requirement(rid, r["level"], " ".join(str(r["statement"]).split()),
                                tuple(r.get("rules") or ()), tuple(r["cite"]),
                                applies,
                                None if cap == "none" else cap, r["kind"], r.get("direction"),
-                               r.get("errno_class", False))
+                               r.get("errno_class", False), r.get("errno_only", False))
     return out
 
 

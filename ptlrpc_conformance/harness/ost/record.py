@@ -79,8 +79,14 @@ class Recorder:
         return "".join(json.dumps(line) + "\n" for line in self.lines)
 
 
-def record(scenario, adapter) -> tuple[str, list[str]]:
-    """Replay `scenario` on `adapter`, recording it: (the trace's text, the scenario's problems)."""
+def record(scenario, adapter, profile: str | None = None) -> tuple[str, list[str]]:
+    """Replay `scenario` on `adapter`, recording it: (the trace's text, the scenario's problems),
+    judged under `profile` (None: the default one) as the certification's target cases are."""
+    from ptlrpc_conformance.harness.data.registry import profile as named, requirements
+    from ptlrpc_conformance.harness.verdicts import release
+    prof = named(profile)
+    release.use(prof.name)
     recorder = Recorder(adapter)
-    problems, _ = scenario_module.run(scenario, recorder)
+    problems, _ = scenario_module.run(scenario, recorder, release=prof.release,
+                                      reconstruct=requirements()["TGT-RESEND-2"].in_profile(prof.name))
     return recorder.text(), problems

@@ -11,8 +11,10 @@
 The gate fails on: a failure no entry covers (new); an entry whose cases no longer fail
 (stale); an entry that matches no case of the run; a failure whose signature differs from
 the entry's; an expired entry.  Each problem says which lines to add or remove.  An entry
-whose cases the run did not run — outside its selection, or not reached by a run that stopped
-early — is `not run`: never stale, never unmatched, never removed.
+whose cases the run did not run — outside its selection, not reached by a run that stopped
+early, or of an area the run did not collect (a plugin user's own cases, `vendor.*`, in a
+`certify` run of the bundled suite) — is `not run`: never stale, never unmatched, never
+removed.
 `update()` rewrites the file (creating it when missing), keeping its comments and order (a
 round-trip YAML writer): it removes stale and unmatched entries and records missing
 signatures (tightening); with `loosen=True` it also adds the new failures and the changed
@@ -214,6 +216,16 @@ def covers(entry_id: str, case_id: str, requirements: list[str], failed: list[st
     return matches(entry_id, case_id, requirements)
 
 
+def _outside(entry_id: str, areas: set[str]) -> bool:
+    """Whether a case id entry names an area the run collected no case of: cases another run
+    holds (a plugin user's own, next to the bundled suite), which this run cannot judge."""
+    if is_requirement_entry(entry_id):
+        return False
+    area = entry_id.split(".")[0]
+    return not any(fnmatch.fnmatchcase(a, area) for a in areas) and not any(
+        _id_matches(entry_id, old) for old in case_aliases())
+
+
 def _id_matches(pattern: str, case_id: str) -> bool:
     want, got = pattern.split("."), case_id.split(".")
     return len(want) == len(got) and all(fnmatch.fnmatchcase(g, w) if "*" in w else g == w
@@ -230,10 +242,12 @@ def evaluate(entries: list[Entry], cases: list[dict], today: _dt.date | None = N
     r = Result()
     covered: dict[str, Entry] = {}
     deselected = deselected or {}
+    areas = {cid.split(".")[0] for cid in [c["id"] for c in cases] + list(deselected)}     # what it collected
     for e in entries:
         hit = [c for c in cases if matches(e.id, c["id"], c.get("requirements", []) + c.get("failed_requirements", []))]
         # some of the entry's cases were not run: what ran cannot make it stale or unmatched
-        unseen = incomplete or any(matches(e.id, cid, list(reqs or ())) for cid, reqs in deselected.items())
+        unseen = incomplete or any(matches(e.id, cid, list(reqs or ())) for cid, reqs in deselected.items()) \
+            or _outside(e.id, areas)
         if len(hit) > MAX_EXPANSION:
             r.problems.append(f"{e.where}: {e.id} matches {len(hit)} cases, more than {MAX_EXPANSION}: "
                               "name the cases more precisely")

@@ -35,6 +35,7 @@ VERDICT_LABELS = {"pass": "Pass", "fail": "Fail", "error": "Error", "error (suit
                   "not-applicable": "Not applicable", "skipped": "Skipped"}
 # a verdict's badge class (v-NAME), where it is not the verdict itself
 VERDICT_CLASS = {level_rule.PASS_AGNOSTIC: "pass-agnostic", "error (suite)": "suite-error",
+                 level_rule.NOT_JUDGED_AGNOSTIC: "not-run",
                  level_rule.NOT_RUN: "not-run", level_rule.NOT_EXERCISED: "not-run"}
 LEVEL_RANK = {"MUST": 0, "SHOULD": 1, "MAY": 2}
 FAILING = level_rule.FAILING + ("error (suite)",)     # the cases the page shows in full

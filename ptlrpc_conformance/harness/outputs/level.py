@@ -45,7 +45,9 @@ A requirement's capability is a field of requirements.yaml (`capability`).
 ones.  Requirements outside the declared capabilities (verdict not-applicable) are listed apart
 and excluded; an `inconclusive` requirement (its only applicable cases failed on other
 requirements) counts neither way; `pass (accept/reject only)` (an errno-class requirement
-judged errno-agnostic) counts as applied and passing.
+judged errno-agnostic) counts as applied and passing; `not judged (errno-agnostic)` (a
+requirement that is all errno class or order of checks, in an errno-agnostic run) counts
+neither way.
 """
 from __future__ import annotations
 
@@ -59,6 +61,7 @@ NOT_CERTIFIED = "not certified"
 INCOMPLETE = "incomplete"
 STATUSES = (FULLY_CONFORMANT, CONFORMANT, PARTIAL, NOT_CONFORMANT, NOT_CERTIFIED, INCOMPLETE)
 PASS_AGNOSTIC = "pass (accept/reject only)"     # an errno-class requirement judged errno-agnostic
+NOT_JUDGED_AGNOSTIC = "not judged (errno-agnostic)"     # one that is all errno class (`errno_only`)
 PASSING = ("pass", PASS_AGNOSTIC)
 FAILING = ("fail", "error")
 NOT_RUN = "not-run"                 # a requirement of a certified capability no case ran

@@ -27,7 +27,8 @@ from ptlrpc_conformance.harness.options import EXIT_SUITE, reproduce_argv
 from ptlrpc_conformance.harness import settings
 from ptlrpc_conformance.harness.outputs import write_atomically
 from ptlrpc_conformance.harness.runstate import DESELECTED
-from ptlrpc_conformance.harness.outputs.level import NOT_EXERCISED, NOT_RUN, PASS_AGNOSTIC, PASSING, level
+from ptlrpc_conformance.harness.outputs.level import (NOT_EXERCISED, NOT_JUDGED_AGNOSTIC, NOT_RUN, PASS_AGNOSTIC,
+                                                      PASSING, level)
 
 FORMAT = "ptlrpc-conformance-report/1"
 NOT_APPLICABLE_PREFIX = "not applicable: "
@@ -372,7 +373,8 @@ def judged(reqs: dict[str, dict], cases: list[dict], known: dict, profile: str, 
     a declared capability is present (`not-run` when no case ran it); a decoder rule of a
     direction the IUT does not decode that has no evidence is `not-applicable`; in an
     errno-agnostic run an errno-class requirement that passed, or whose passing cases did not
-    exercise it only because the errno class went unjudged, is `pass (accept/reject only)`; one
+    exercise it only because the errno class went unjudged, is `pass (accept/reject only)`, and
+    one that is all errno class (`errno_only`: HDR-ORDER-1) is `not judged (errno-agnostic)`; one
     whose only cases hit a bug of the suite (`error (suite)`) is `not-run`."""
     caps = (hello or {}).get("capabilities")
     directions = (hello or {}).get("decode_directions") or ("request", "reply")
@@ -400,6 +402,9 @@ def judged(reqs: dict[str, dict], cases: list[dict], known: dict, profile: str, 
         elif req.direction and req.direction not in directions and e["verdict"] not in PASSING + ("fail", "error"):
             e["verdict"] = "not-applicable"
             e["why"] = f"the IUT decodes no {req.direction}s (decode_directions)"
+        elif agnostic and req.errno_only and e["verdict"] not in ("fail", "error", "not-applicable"):
+            e["verdict"] = NOT_JUDGED_AGNOSTIC
+            e["why"] = "the run was errno-agnostic, and this requirement is all errno class or order of checks"
         elif agnostic and req.errno_class and (e["verdict"] == "pass" or (e["verdict"] == NOT_EXERCISED
                                                                            and "pass" in listed)):
             e["verdict"] = PASS_AGNOSTIC
@@ -544,6 +549,21 @@ def _remove_old_reproducers(directory: pathlib.Path, keep: set[pathlib.Path]) ->
         directory.rmdir()           # only when empty
     except OSError:
         pass
+
+
+EARLIER_PAGES = ("report.html", "junit.xml")     # what the command line writes beside report.json
+
+
+def remove_earlier_pages(out: pathlib.Path, user_vectors=None) -> None:
+    """Before a run writes report.json into `out`: the pages an earlier run left there
+    (report.html, junit.xml, and with `user_vectors` its reproducers, except those the run
+    reads), so that a run stopped between report.json and its pages (a second Ctrl-C) leaves
+    none of an earlier run beside the new report.json."""
+    for name in EARLIER_PAGES:
+        (out / name).unlink(missing_ok=True)
+    if user_vectors is not None:
+        from ptlrpc_conformance.harness.data.vectors import user_files
+        _remove_old_reproducers(out / "reproducers", {p.resolve() for p in user_files(user_vectors)})
 
 
 def write_reproducers(report: dict, directory: pathlib.Path, inputs=()) -> list[str]:

@@ -65,8 +65,8 @@ def _gate_lines(gate: dict) -> list[str]:
             lines += ["  " + first] + rest
     not_run = list(gate.get("not_run") or ())
     if not_run:
-        lines.append(f"known-failures entries not run by this run ({len(not_run)}: outside its selection or not "
-                     f"reached; kept, not judged): {', '.join(not_run[:8])}" + (" …" if len(not_run) > 8 else ""))
+        lines.append(f"known-failures entries not run by this run ({len(not_run)}: outside its selection or its "
+                     f"collection, or not reached; kept, not judged): {', '.join(not_run[:8])}" + (" …" if len(not_run) > 8 else ""))
     return lines
 
 
@@ -123,6 +123,8 @@ def lines(report: dict | None, exit_status: int, report_path: str | os.PathLike 
         if not named and (iut.get("spec") or "reference") == "reference":
             named = "the bundled reference implementation"    # judged without its hello read first
         out.append(f"iut: {named + ' ' if named else ''}(--iut {iut.get('spec') or 'reference'})")
+    if report.get("profile"):           # what the level was judged against
+        out.append(f"profile: {report['profile']}")
     out += scope_lines(level)
     summary = report.get("summary") or {}
     if summary.get("total"):
