@@ -57,9 +57,10 @@ def cmd_record_trace(argv: list[str]) -> int:
     options.add_arguments(p, options.command_options("decode") + [options.BY_DEST["profile"]])
     args = p.parse_args(argv)
     problems = options.writable_file(args.out, "--out") if args.out != "-" else []
+    from ptlrpc_conformance.harness import settings
     from ptlrpc_conformance.harness.data import registry
     try:
-        profile = registry.profile(args.profile)
+        run = settings.for_profile(args.profile)
     except registry.RegistryError as e:
         problems.append(str(e))
     known = {s.id: s for s in scenarios.load_all()}
@@ -81,7 +82,7 @@ def cmd_record_trace(argv: list[str]) -> int:
                   f"which scenario {chosen.id} needs", file=sys.stderr)
             return EXIT_USAGE
         try:
-            text, failed = record.record(chosen, adapter, profile.name)
+            text, failed = record.record(chosen, adapter, release=run.release, reconstruct=run.reconstruct)
         except (record.RecordError, scenarios.TargetError) as e:
             print(f"ptlrpc-conformance record-trace: {chosen.id}: {e}", file=sys.stderr)
             return EXIT_FAIL
@@ -90,7 +91,7 @@ def cmd_record_trace(argv: list[str]) -> int:
     else:
         pathlib.Path(args.out).write_text(text, encoding="utf-8")
     lines = text.count("\n")
-    print(f"record-trace: {chosen.id} against {adapter.hello.name} (profile {profile.name}): {lines} lines"
+    print(f"record-trace: {chosen.id} against {adapter.hello.name} (profile {run.profile}): {lines} lines"
           + ("" if args.out == "-" else f" written to {args.out}")
           + (f"; the scenario found {len(failed)} problem(s): {failed[0]}" if failed else ""), file=sys.stderr)
     return EXIT_FAIL if failed else EXIT_OK

@@ -14,6 +14,7 @@ from ptlrpc_conformance.harness.verdicts.charges import (FOREIGN_ORDER, MODEL_CH
                                                          model_example_requirement)
 from ptlrpc_conformance.harness.verdicts.derive import MAX_DERIVE_SIZE
 from ptlrpc_conformance.harness.verdicts.model import predict
+from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import Vector
 from ptlrpc_conformance.harness.transport.adapter import NotApplicable
 

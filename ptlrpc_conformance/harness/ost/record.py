@@ -79,14 +79,11 @@ class Recorder:
         return "".join(json.dumps(line) + "\n" for line in self.lines)
 
 
-def record(scenario, adapter, profile: str | None = None) -> tuple[str, list[str]]:
+def record(scenario, adapter, release: str | None = None, reconstruct: bool = False) -> tuple[str, list[str]]:
     """Replay `scenario` on `adapter`, recording it: (the trace's text, the scenario's problems),
-    judged under `profile` (None: the default one) as the certification's target cases are."""
-    from ptlrpc_conformance.harness.data.registry import profile as named, requirements
-    from ptlrpc_conformance.harness.verdicts import release
-    prof = named(profile)
-    release.use(prof.name)
+    judged as the certification's target cases are under a profile of Lustre `release` (None:
+    the default profile's) and its resend rule (`reconstruct`: a resend must be answered with
+    the original reply).  The caller resolves the profile (harness/settings.py)."""
     recorder = Recorder(adapter)
-    problems, _ = scenario_module.run(scenario, recorder, release=prof.release,
-                                      reconstruct=requirements()["TGT-RESEND-2"].in_profile(prof.name))
+    problems, _ = scenario_module.run(scenario, recorder, release=release, reconstruct=reconstruct)
     return recorder.text(), problems
