@@ -121,7 +121,10 @@ def test_the_matrix_names_the_release_an_implementation_follows(run_cli):
     assert doc["format"] == matrix.FORMAT and doc["base"] == "lustre-2.17.57"
     rows = {r["release"]: r for r in doc["releases"]}
     assert list(rows) == RELEASES
-    assert doc["conformant_to"] == ["2.12.9", "2.15.8"], doc["conformant_to"]
+    # -k: a partial run, conformant to no release as a whole, under each release alike
+    assert doc["conformant_to"] == [] and doc["partial"], doc
+    assert all(r["level"]["status"] in ("partial", "not conformant") for r in doc["releases"])
+    assert doc["no_failing_must_in"] == ["2.12.9", "2.15.8"], doc["no_failing_must_in"]
     assert "BODY-SWAB-1" in rows["2.17.57"]["failing_requirements"]
     assert rows["2.17.0"]["own_cases"] == 0                 # judged like 2.17.57 (-k): nothing ran again
     assert rows["2.15.8"]["own_cases"] > 0
@@ -129,19 +132,27 @@ def test_the_matrix_names_the_release_an_implementation_follows(run_cli):
     for r in RELEASES:                                       # each release has its own report
         rep = json.loads((run.out / f"lustre-{r}" / "report.json").read_text())
         assert rep["profile"] == f"lustre-{r}" and rep["lustre_version"] == r
-    assert "release matrix" in run.stdout and "conformant to: 2.12.9, 2.15.8" in run.stdout
+    assert "release matrix" in run.stdout and "conformant to: no release as a whole (a partial run" in run.stdout
+    assert "no MUST failed among the cases that ran under: 2.12.9, 2.15.8" in run.stdout
+    assert "conformant to: 2.12.9" not in run.stdout
     html = (run.out / "report.html").read_text()
     assert "lustre-2.15.8/report.html" in html
 
 
 def test_the_matrix_certification_document(run_cli, tmp_path):
     run, doc = _run_matrix(run_cli, "reference")
-    assert doc["conformant_to"] == ["2.17.0", "2.17.57"]
+    assert doc["conformant_to"] == [] and doc["no_failing_must_in"] == ["2.17.0", "2.17.57"]
     out = tmp_path / "matrix.md"
-    doc_run = run_cli("certification-doc", str(run.out / "report.json"), "--out", str(out), out=False)
+    refused = run_cli("certification-doc", str(run.out / "report.json"), "--out", str(out), out=False)
+    assert refused.rc == 2 and "a partial run" in refused.stderr and "--allow-partial" in refused.stderr
+    assert not out.exists()                     # a selection's matrix is refused as a single profile's is
+    doc_run = run_cli("certification-doc", str(run.out / "report.json"), "--allow-partial", "--out", str(out),
+                      out=False)
     assert doc_run.rc == 0, doc_run.stderr
     text = out.read_text()
-    assert "**Conformant to: 2.17.0, 2.17.57.**" in text
+    assert "**Conformant to: no release as a whole (a partial run: " in text
+    assert "no MUST failed among the cases that ran under: 2.17.0, 2.17.57.**" in text
+    assert "**Conformant to: 2.17" not in text
     assert "| lustre-2.15.8 | not conformant" in text and "## lustre-2.15.8: what fails" in text
 
 

@@ -32,6 +32,7 @@ from ptlrpc_conformance.harness.outputs import write_atomically
 
 FORMAT = "ptlrpc-conformance-matrix/1"
 CONFORMANT = ("conformant", "fully conformant", "partial")    # level statuses without a failing MUST
+WHOLE = ("conformant", "fully conformant")                      # ... of a run that covered its scope
 
 
 # ---- fingerprints -----------------------------------------------------------------------
@@ -220,13 +221,28 @@ def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
                      "own_cases": (rep.get("matrix_run") or {}).get("own_cases", len(rep.get("cases", []))),
                      "report": f"{name}/report.json"})
     base_rep = reports[base]
-    matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT]
+    from ptlrpc_conformance.harness.outputs.level import PARTIAL, scope_words
+    partial = [r["level"] for r in rows if (r["level"] or {}).get("status") == PARTIAL]
+    # a selection narrows every release's run alike: a partial matrix is conformant to no
+    # release; it only says under which releases no MUST failed among the cases that ran
+    matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in (WHOLE if not partial else ())]
+    unfailed = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT] if partial else []
     return {"format": FORMAT, "base": base, "exit_status": exit_status,
             "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "sha256": base_rep.get("sha256"),
             "seed": base_rep.get("seed"),
             "selection": base_rep.get("selection"), "modes": base_rep.get("modes"),
             "incomplete": any(r.get("incomplete") for r in reports.values()),
+            "partial": scope_words(partial[0]) if partial else None, "no_failing_must_in": unfailed,
             "conformant_to": matches, "releases": rows, "differences": follows(reports)}
+
+
+def conformance_words(doc: dict) -> str:
+    """"conformant to: 2.15.8, 2.17.0", or for a partial matrix what the selected cases showed."""
+    if doc.get("partial"):
+        unfailed = ", ".join(doc.get("no_failing_must_in") or []) or "no release"
+        return (f"conformant to: no release as a whole (a partial run: {doc['partial']}); "
+                f"no MUST failed among the cases that ran under: {unfailed}")
+    return f"conformant to: {', '.join(doc.get('conformant_to') or []) or 'no release'}"
 
 
 def verdict_lines(doc: dict, path=None) -> list[str]:
@@ -247,7 +263,7 @@ def verdict_lines(doc: dict, path=None) -> list[str]:
         for d in judged:
             out.append(f"  {d['id']} ({d['lu'] or 'no LU'}, {d['from']} -> {d['to']}): {d['follows']}"
                        + (f" - {d['effect']}" if d.get("effect") else ""))
-    out.append(f"conformant to: {', '.join(doc['conformant_to']) or 'no release'}")
+    out.append(conformance_words(doc))
     if path is not None:
         out.append(f"report: {path} (each release's report in its own folder beside it)")
     out.append(f"exit status: {doc['exit_status']}")
@@ -267,7 +283,7 @@ th { background: #eee; }
 code { font-size: 95%; }
 </style></head><body>
 <h1>Release matrix: {{ iut }}</h1>
-<p>Conformant to: <strong>{{ doc.conformant_to | join(', ') or 'no release' }}</strong>.
+<p><strong>{{ conformance[0] | upper }}{{ conformance[1:] }}</strong>.
 Every case ran under {{ doc.base }}; another release ran again only the cases it judges differently, and took
 {{ doc.base }}'s verdicts for the rest. Exit status {{ doc.exit_status }}.</p>
 <table><tr><th>Profile</th><th>Level</th><th>Cases run under it</th><th>Failing requirements</th><th>Report</th></tr>
@@ -292,4 +308,4 @@ def write_matrix(doc: dict, path: str | os.PathLike) -> pathlib.Path:
     iut = doc.get("iut") or {}
     hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
     name = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k)) or iut.get("spec") or "?"
-    return write_atomically(path, _MATRIX.render(doc=doc, iut=name))
+    return write_atomically(path, _MATRIX.render(doc=doc, iut=name, conformance=conformance_words(doc)))
