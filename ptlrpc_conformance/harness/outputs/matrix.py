@@ -154,36 +154,57 @@ def known_differences() -> list[dict]:
     return list(release_differences.load()["differences"])
 
 
-def _side(report: dict | None, globs: list[str], fields: list[str], requirements: list[str]) -> bool | None:
+def _side(report: dict | None, globs: list[str], fields: list[str], requirements: list[str],
+          explained=lambda case_id: False) -> bool | None:
     """Whether the cases a difference changes pass under one side's profile: None when none of
-    them was judged.  A case that failed none of the difference's requirements, or (with
-    `fields`) only on other fields, counts as passing: another difference decided it."""
-    cases = [c for c in (report or {}).get("cases", []) if any(fnmatch.fnmatchcase(c["id"], g) for g in globs)
-             and c.get("verdict") not in ("not-applicable", "skipped", "not-exercised")]
-    if not cases:
-        return None
-    for c in cases:
-        if c["verdict"] == "pass":
+    them exercised the difference's requirements.  A case counts when the report charges it
+    with one of those requirements: a pass that exercised one, a failure on one.  A failure
+    only on other decoded fields than the difference's (`fields`), or one `explained` by
+    another difference (explains), is not this difference's."""
+    entries = (report or {}).get("requirements") or {}
+    passing, failing = set(), set()
+    for r in requirements:
+        passing |= set((entries.get(r) or {}).get("passing") or ())
+        failing |= set((entries.get(r) or {}).get("failing") or ())
+    judged = False
+    for c in (report or {}).get("cases", []):
+        if not any(fnmatch.fnmatchcase(c["id"], g) for g in globs):
             continue
-        failed = set(c.get("failed_requirements") or c.get("requirements") or ())
-        if requirements and not failed & set(requirements):
-            continue
-        differ = ((c.get("notes") or {}) if isinstance(c.get("notes"), dict) else {}).get("fields_differ")
-        if not fields or not differ or set(differ) & set(fields):
+        if c["id"] in failing:
+            differ = ((c.get("notes") or {}) if isinstance(c.get("notes"), dict) else {}).get("fields_differ")
+            if (fields and differ and not set(differ) & set(fields)) or explained(c["id"]):
+                continue
             return False
-    return True
+        judged = judged or c["id"] in passing
+    return True if judged else None
+
+
+def explains(d: dict, release: str, reports: dict[str, dict]):
+    """For difference `d` judged under `release`: whether a case's failure there is another
+    difference's.  It is when another difference that changes the case has `release` as one
+    side and the case passes under its other side: the implementation follows that other
+    side, and that alone makes the case fail under `release`."""
+    others = []
+    for o in known_differences():
+        if {o["from"], o["to"]} == {d["from"], d["to"]} or release not in (o["from"], o["to"]):
+            continue
+        other = _report_for(reports, f"lustre-{o['to'] if o['from'] == release else o['from']}")
+        passed = {c["id"] for c in (other or {}).get("cases", []) if c.get("verdict") == "pass"}
+        others.append((list(o.get("cases") or []), passed))
+    return lambda case_id: any(case_id in passed and any(fnmatch.fnmatchcase(case_id, g) for g in globs)
+                               for globs, passed in others)
 
 
 def follows(reports: dict[str, dict]) -> list[dict]:
     """For each known difference whose cases ran: which side the implementation follows.
     `reports`: profile -> composed report.  A side is followed when every case the difference
-    changes passes under that side's release (for a difference of decoded fields: passes, or
-    fails on other fields only)."""
+    changes that was judged on its requirements passes under that side's release (a failure
+    another difference explains, or on other decoded fields only, is not counted)."""
     out = []
     for d in known_differences():
         globs, fields, reqs = list(d.get("cases") or []), list(d.get("fields") or []), list(d.get("requirements") or [])
-        old = _side(_report_for(reports, f"lustre-{d['from']}"), globs, fields, reqs)
-        new = _side(_report_for(reports, f"lustre-{d['to']}"), globs, fields, reqs)
+        old, new = (_side(_report_for(reports, f"lustre-{d[end]}"), globs, fields, reqs, explains(d, d[end], reports))
+                    for end in ("from", "to"))
         if old is None and new is None:
             verdict = "not exercised"
         elif old and new:
