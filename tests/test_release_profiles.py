@@ -212,3 +212,21 @@ def test_a_release_without_a_bit_expects_its_field_never_valid():
         assert out["ok"], out
         views[name] = sorted(out["result"]["valid"])
     assert views == {"default": ["mbo_btime", "mbo_size"], "2.12.9": ["mbo_size"]}
+
+
+def test_verify_report_reads_a_matrix_report_and_the_matrix_points_at_the_literal_profiles(run_cli, tmp_path):
+    run = run_cli("certify", "--iut", "reference:2.12.9", "--profile", "all", "-q", "-k", "jobid-unterminated")
+    assert run.rc == 1 and "BODY-JOBID-1" in run.stdout      # 2.12.9's unterminated jobid: the plain profiles
+    assert "note: a release's own code is judged under its -literal profile (--profile all-literal)" in run.stdout
+    doc = json.loads((run.out / "report.json").read_text())
+    assert doc["reproduce"][doc["reproduce"].index("--profile") + 1] == "all"
+    again = run_cli("verify-report", str(run.out / "report.json"), out=False)
+    assert again.rc == 0 and "verdicts agree" in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
+    # a release's verdict changed in its own report beside the matrix's: verify-report names it
+    member = run.out / "lustre-2.15.8" / "report.json"
+    rep = json.loads(member.read_text())
+    case = rep["cases"][0]
+    case["verdict"] = "pass" if case["verdict"] != "pass" else "fail"
+    member.write_text(json.dumps(rep))
+    changed = run_cli("verify-report", str(run.out / "report.json"), out=False)
+    assert changed.rc == 1 and f"lustre-2.15.8: {case['id']}: report says {case['verdict']}" in changed.stdout

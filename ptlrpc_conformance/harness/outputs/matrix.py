@@ -229,8 +229,9 @@ def _report_for(reports: dict[str, dict], base_profile: str) -> dict | None:
     return None
 
 
-def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
-    """report.json of a matrix run: each release's level, and the differences followed."""
+def document(reports: dict[str, dict], base: str, exit_status: int, matrix_name: str = "all") -> dict:
+    """report.json of a matrix run (`--profile NAME`): each release's level, the differences
+    followed, and the command that runs the matrix again (for verify-report)."""
     from ptlrpc_conformance.harness.outputs.level import words
     rows = []
     for name in sorted(reports, key=lambda n: registry.release_key(registry.profile(n).release)):
@@ -250,11 +251,23 @@ def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
     unfailed = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT] if partial else []
     return {"format": FORMAT, "base": base, "exit_status": exit_status,
             "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "sha256": base_rep.get("sha256"),
-            "seed": base_rep.get("seed"),
+            "seed": base_rep.get("seed"), "environment": base_rep.get("environment"),
+            "reproduce": [matrix_name if a == base else a for a in base_rep.get("reproduce") or []],
             "selection": base_rep.get("selection"), "modes": base_rep.get("modes"),
             "incomplete": any(r.get("incomplete") for r in reports.values()),
             "partial": scope_words(partial[0]) if partial else None, "no_failing_must_in": unfailed,
             "conformant_to": matches, "releases": rows, "differences": follows(reports)}
+
+
+def literal_note(doc: dict) -> str | None:
+    """For a matrix without the -literal modifier in which a release fails: what the -literal
+    profiles tolerate, under which a release's own code (a port of pack_generic.c) is judged."""
+    prof = registry.profile(doc["releases"][-1]["profile"]) if doc.get("releases") else None
+    if prof is None or "literal" in prof.modifiers or not any(r["failing_requirements"] for r in doc["releases"]):
+        return None
+    literal = registry.profile("-".join([prof.base, "literal", *prof.modifiers]))
+    return (f"a release's own code is judged under its -literal profile (--profile "
+            f"{'-'.join(['all', 'literal', *prof.modifiers])}): {literal.relaxes}")
 
 
 def conformance_words(doc: dict) -> str:
@@ -285,6 +298,8 @@ def verdict_lines(doc: dict, path=None) -> list[str]:
             out.append(f"  {d['id']} ({d['lu'] or 'no LU'}, {d['from']} -> {d['to']}): {d['follows']}"
                        + (f" - {d['effect']}" if d.get("effect") else ""))
     out.append(conformance_words(doc))
+    if literal_note(doc):
+        out.append(f"note: {literal_note(doc)}")
     if path is not None:
         out.append(f"report: {path} (each release's report in its own folder beside it)")
     out.append(f"exit status: {doc['exit_status']}")
