@@ -209,3 +209,15 @@ def test_a_failure_another_difference_explains_is_not_counted_against_this_one()
                                "2.15.8": {INODEBITS: fail, LOCK_DESC: ok},
                                "2.16.1": {INODEBITS: fail, LOCK_DESC: ok}})
     assert _follows(reports)["ldlm-inodebits-li-gid"] == "2.12.9 and earlier"
+
+
+def test_a_failure_of_a_later_difference_does_not_make_an_earlier_one_neither():
+    # a 2.17 OST: its punch sets ids (2.17.0's side of punch-sets-ids), so the punch case
+    # fails under 2.15.8 and 2.16.1; its creates follow 2.16.1's side of create-trusts
+    punch, life = "target.obj.punch.exchange", "target.obj.lifecycle.exchange"
+    fail, ok = ("fail", ["TGT-OBJ-1"]), ("pass", ["TGT-OBJ-1"])
+    reports = _matrix_reports({"2.12.9": {punch: fail, life: fail}, "2.15.8": {punch: fail, life: fail},
+                               "2.16.1": {punch: fail, life: ok}, "2.17.0": {punch: ok, life: ok}})
+    seen = _follows(reports)
+    assert seen["create-trusts-ost-last-id"] == "2.16.1 and later", seen
+    assert seen["punch-sets-ids"] == "2.17.0 and later", seen

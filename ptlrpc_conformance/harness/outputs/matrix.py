@@ -159,8 +159,8 @@ def _side(report: dict | None, globs: list[str], fields: list[str], requirements
     """Whether the cases a difference changes pass under one side's profile: None when none of
     them exercised the difference's requirements.  A case counts when the report charges it
     with one of those requirements: a pass that exercised one, a failure on one.  A failure
-    only on other decoded fields than the difference's (`fields`), or one `explained` by
-    another difference (explains), is not this difference's."""
+    only on other decoded fields than the difference's (`fields`), or one `explained` as
+    something else's (explains), is not this difference's."""
     entries = (report or {}).get("requirements") or {}
     passing, failing = set(), set()
     for r in requirements:
@@ -179,20 +179,19 @@ def _side(report: dict | None, globs: list[str], fields: list[str], requirements
     return True if judged else None
 
 
-def explains(d: dict, release: str, reports: dict[str, dict]):
-    """For difference `d` judged under `release`: whether a case's failure there is another
-    difference's.  It is when another difference that changes the case has `release` as one
-    side and the case passes under its other side: the implementation follows that other
-    side, and that alone makes the case fail under `release`."""
-    others = []
-    for o in known_differences():
-        if {o["from"], o["to"]} == {d["from"], d["to"]} or release not in (o["from"], o["to"]):
-            continue
-        other = _report_for(reports, f"lustre-{o['to'] if o['from'] == release else o['from']}")
-        passed = {c["id"] for c in (other or {}).get("cases", []) if c.get("verdict") == "pass"}
-        others.append((list(o.get("cases") or []), passed))
-    return lambda case_id: any(case_id in passed and any(fnmatch.fnmatchcase(case_id, g) for g in globs)
-                               for globs, passed in others)
+def explains(d: dict, end: str, reports: dict[str, dict]):
+    """For difference `d` judged on its side `end` ("from" or "to"): whether a case's failure
+    under that release is another difference's.  It is when the case passes under another
+    release on the same side of `d` (as old as d's "from", or as new as its "to"): `d`'s rule
+    is the same there, so what fails under the first release is something else."""
+    key = registry.release_key
+    same = [r for r in registry.releases() if r != d[end]
+            and (key(r) <= key(d["from"]) if end == "from" else key(r) >= key(d["to"]))]
+    passed = set()
+    for r in same:
+        passed |= {c["id"] for c in (_report_for(reports, f"lustre-{r}") or {}).get("cases", [])
+                   if c.get("verdict") == "pass"}
+    return passed.__contains__
 
 
 def follows(reports: dict[str, dict]) -> list[dict]:
@@ -203,7 +202,7 @@ def follows(reports: dict[str, dict]) -> list[dict]:
     out = []
     for d in known_differences():
         globs, fields, reqs = list(d.get("cases") or []), list(d.get("fields") or []), list(d.get("requirements") or [])
-        old, new = (_side(_report_for(reports, f"lustre-{d[end]}"), globs, fields, reqs, explains(d, d[end], reports))
+        old, new = (_side(_report_for(reports, f"lustre-{d[end]}"), globs, fields, reqs, explains(d, end, reports))
                     for end in ("from", "to"))
         if old is None and new is None:
             verdict = "not exercised"
