@@ -198,7 +198,8 @@ def follows(reports: dict[str, dict]) -> list[dict]:
     """For each known difference whose cases ran: which side the implementation follows.
     `reports`: profile -> composed report.  A side is followed when every case the difference
     changes that was judged on its requirements passes under that side's release (a failure
-    another difference explains, or on other decoded fields only, is not counted)."""
+    on other decoded fields only, or of a case that passes under another release on the
+    same side, is not counted: see `explains`)."""
     out = []
     for d in known_differences():
         globs, fields, reqs = list(d.get("cases") or []), list(d.get("fields") or []), list(d.get("requirements") or [])
