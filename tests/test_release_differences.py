@@ -174,3 +174,66 @@ def test_the_opcode_differences_match_the_release_facts():
     for name in ("OST_SEEK", "OST_FALLOCATE"):
         assert name not in releases.load("2.12.9")["constants"] and name in releases.load("2.15.8")["constants"]
         assert name[len("OST_"):] not in {k[len("OST_"):] for k in releases.load("2.12.9")["message_formats"]}
+
+# ---- which side of a difference an implementation follows (harness/outputs/matrix.py) ----
+
+def _matrix_reports(verdicts: dict[str, dict[str, tuple[str, list[str]]]]) -> dict[str, dict]:
+    """Composed reports as the matrix reads them: release -> {case id: (verdict, the
+    requirements the report charges it with: exercised by a pass, failed by a failure)}."""
+    reports = {}
+    for release, cases in verdicts.items():
+        reqs: dict[str, dict] = {}
+        rows = []
+        for cid, (verdict, charged) in cases.items():
+            rows.append({"id": cid, "verdict": verdict, "requirements": ["STRUCT-LAYOUT-1", "VALID-MDT-1"],
+                         "failed_requirements": charged if verdict == "fail" else []})
+            for r in charged:
+                reqs.setdefault(r, {"passing": [], "failing": []})["passing" if verdict == "pass" else "failing"].append(cid)
+        reports[f"lustre-{release}"] = {"cases": rows, "requirements": reqs}
+    return reports
+
+
+def _follows(reports) -> dict[str, str]:
+    from ptlrpc_conformance.harness.outputs import matrix
+    return {d["id"]: d["follows"] for d in matrix.follows(reports)}
+
+
+def test_a_pass_that_exercised_none_of_a_differences_requirements_follows_no_side():
+    # a decoder without `structs`: the getattr reply decodes, its valid view is never judged
+    passed = {"structs.message.mds-getattr-reply.decode": ("pass", [])}
+    assert _follows(_matrix_reports({"2.12.9": passed, "2.15.8": passed}))["obd-md-flbtime"] == "not exercised"
+    exercised = {"structs.message.mds-getattr-reply.decode": ("pass", ["VALID-MDT-1"])}
+    assert _follows(_matrix_reports({"2.12.9": exercised, "2.15.8": exercised}))["obd-md-flbtime"] == "both"
+
+
+INODEBITS = "structs.generated.ldlm-inodebits.decode"
+LOCK_DESC = "structs.generated.ldlm-lock-desc.decode"
+
+
+def test_a_failure_another_difference_explains_is_not_counted_against_this_one():
+    # a 2.16 decoder: li_gid at 16 (2.15.8's side of li-gid) and 32-byte inodebits (2.16.1's
+    # side of the initiator): its failure under 2.15.8 is the initiator difference's
+    fail, ok = ("fail", ["STRUCT-LAYOUT-1"]), ("pass", ["STRUCT-LAYOUT-1"])
+    reports = _matrix_reports({"2.12.9": {INODEBITS: fail, LOCK_DESC: fail},
+                               "2.15.8": {INODEBITS: fail, LOCK_DESC: ok},
+                               "2.16.1": {INODEBITS: ok, LOCK_DESC: ok}})
+    seen = _follows(reports)
+    assert seen["ldlm-inodebits-li-gid"] == "2.15.8 and later", seen
+    assert seen["ldlm-inodebits-initiator"] == "2.16.1 and later", seen
+    # a 2.12.9 decoder fails under 2.16.1 too: nothing explains its failure under 2.15.8
+    reports = _matrix_reports({"2.12.9": {INODEBITS: ok, LOCK_DESC: ok},
+                               "2.15.8": {INODEBITS: fail, LOCK_DESC: ok},
+                               "2.16.1": {INODEBITS: fail, LOCK_DESC: ok}})
+    assert _follows(reports)["ldlm-inodebits-li-gid"] == "2.12.9 and earlier"
+
+
+def test_a_failure_of_a_later_difference_does_not_make_an_earlier_one_neither():
+    # a 2.17 OST: its punch sets ids (2.17.0's side of punch-sets-ids), so the punch case
+    # fails under 2.15.8 and 2.16.1; its creates follow 2.16.1's side of create-trusts
+    punch, life = "target.obj.punch.exchange", "target.obj.lifecycle.exchange"
+    fail, ok = ("fail", ["TGT-OBJ-1"]), ("pass", ["TGT-OBJ-1"])
+    reports = _matrix_reports({"2.12.9": {punch: fail, life: fail}, "2.15.8": {punch: fail, life: fail},
+                               "2.16.1": {punch: fail, life: ok}, "2.17.0": {punch: ok, life: ok}})
+    seen = _follows(reports)
+    assert seen["create-trusts-ost-last-id"] == "2.16.1 and later", seen
+    assert seen["punch-sets-ids"] == "2.17.0 and later", seen

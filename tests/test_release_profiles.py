@@ -121,7 +121,10 @@ def test_the_matrix_names_the_release_an_implementation_follows(run_cli):
     assert doc["format"] == matrix.FORMAT and doc["base"] == "lustre-2.17.57"
     rows = {r["release"]: r for r in doc["releases"]}
     assert list(rows) == RELEASES
-    assert doc["conformant_to"] == ["2.12.9", "2.15.8"], doc["conformant_to"]
+    # -k: a partial run, conformant to no release as a whole, under each release alike
+    assert doc["conformant_to"] == [] and doc["partial"], doc
+    assert all(r["level"]["status"] in ("partial", "not conformant") for r in doc["releases"])
+    assert doc["no_failing_must_in"] == ["2.12.9", "2.15.8"], doc["no_failing_must_in"]
     assert "BODY-SWAB-1" in rows["2.17.57"]["failing_requirements"]
     assert rows["2.17.0"]["own_cases"] == 0                 # judged like 2.17.57 (-k): nothing ran again
     assert rows["2.15.8"]["own_cases"] > 0
@@ -129,19 +132,27 @@ def test_the_matrix_names_the_release_an_implementation_follows(run_cli):
     for r in RELEASES:                                       # each release has its own report
         rep = json.loads((run.out / f"lustre-{r}" / "report.json").read_text())
         assert rep["profile"] == f"lustre-{r}" and rep["lustre_version"] == r
-    assert "release matrix" in run.stdout and "conformant to: 2.12.9, 2.15.8" in run.stdout
+    assert "release matrix" in run.stdout and "conformant to: no release as a whole (a partial run" in run.stdout
+    assert "no MUST failed among the cases that ran under: 2.12.9, 2.15.8" in run.stdout
+    assert "conformant to: 2.12.9" not in run.stdout
     html = (run.out / "report.html").read_text()
     assert "lustre-2.15.8/report.html" in html
 
 
 def test_the_matrix_certification_document(run_cli, tmp_path):
     run, doc = _run_matrix(run_cli, "reference")
-    assert doc["conformant_to"] == ["2.17.0", "2.17.57"]
+    assert doc["conformant_to"] == [] and doc["no_failing_must_in"] == ["2.17.0", "2.17.57"]
     out = tmp_path / "matrix.md"
-    doc_run = run_cli("certification-doc", str(run.out / "report.json"), "--out", str(out), out=False)
+    refused = run_cli("certification-doc", str(run.out / "report.json"), "--out", str(out), out=False)
+    assert refused.rc == 2 and "a partial run" in refused.stderr and "--allow-partial" in refused.stderr
+    assert not out.exists()                     # a selection's matrix is refused as a single profile's is
+    doc_run = run_cli("certification-doc", str(run.out / "report.json"), "--allow-partial", "--out", str(out),
+                      out=False)
     assert doc_run.rc == 0, doc_run.stderr
     text = out.read_text()
-    assert "**Conformant to: 2.17.0, 2.17.57.**" in text
+    assert "**Conformant to: no release as a whole (a partial run: " in text
+    assert "no MUST failed among the cases that ran under: 2.17.0, 2.17.57.**" in text
+    assert "**Conformant to: 2.17" not in text
     assert "| lustre-2.15.8 | not conformant" in text and "## lustre-2.15.8: what fails" in text
 
 
@@ -201,3 +212,21 @@ def test_a_release_without_a_bit_expects_its_field_never_valid():
         assert out["ok"], out
         views[name] = sorted(out["result"]["valid"])
     assert views == {"default": ["mbo_btime", "mbo_size"], "2.12.9": ["mbo_size"]}
+
+
+def test_verify_report_reads_a_matrix_report_and_the_matrix_points_at_the_literal_profiles(run_cli, tmp_path):
+    run = run_cli("certify", "--iut", "reference:2.12.9", "--profile", "all", "-q", "-k", "jobid-unterminated")
+    assert run.rc == 1 and "BODY-JOBID-1" in run.stdout      # 2.12.9's unterminated jobid: the plain profiles
+    assert "note: a release's own code is judged under its -literal profile (--profile all-literal)" in run.stdout
+    doc = json.loads((run.out / "report.json").read_text())
+    assert doc["reproduce"][doc["reproduce"].index("--profile") + 1] == "all"
+    again = run_cli("verify-report", str(run.out / "report.json"), out=False)
+    assert again.rc == 0 and "verdicts agree" in again.stdout, again.stdout[-2000:] + again.stderr[-2000:]
+    # a release's verdict changed in its own report beside the matrix's: verify-report names it
+    member = run.out / "lustre-2.15.8" / "report.json"
+    rep = json.loads(member.read_text())
+    case = rep["cases"][0]
+    case["verdict"] = "pass" if case["verdict"] != "pass" else "fail"
+    member.write_text(json.dumps(rep))
+    changed = run_cli("verify-report", str(run.out / "report.json"), out=False)
+    assert changed.rc == 1 and f"lustre-2.15.8: {case['id']}: report says {case['verdict']}" in changed.stdout

@@ -390,24 +390,26 @@ def test_a_failing_stateful_part_gives_the_same_session_serially_and_under_xdist
 # ---- check-trace on a real file system's traffic -------------------------------------------------
 
 def _pack(opc, buffers=(), *, reply=False, err=False, version="LUSTRE_OST_VERSION", handle=0, transno=0,
-          committed=0, status=0, op_flags=0, flags=0):
+          committed=0, status=0, op_flags=0, flags=0, mbits=0):
     from ptlrpc_conformance.harness.ost.wire import pack_body, pack_message
     from ptlrpc_conformance import spec
     C = spec.constant
     kind = C("PTL_RPC_MSG_ERR") if err else C("PTL_RPC_MSG_REPLY") if reply else C("PTL_RPC_MSG_REQUEST")
     body = {"pb_handle": handle, "pb_type": kind, "pb_version": C(version) | C("PTLRPC_MSG_VERSION"), "pb_opc": opc,
             "pb_status": status & 0xFFFFFFFF, "pb_transno": transno, "pb_last_committed": committed,
-            "pb_op_flags": op_flags, "pb_flags": flags, "pb_conn_cnt": 1, "pb_timeout": 30}
+            "pb_op_flags": op_flags, "pb_flags": flags, "pb_conn_cnt": 1, "pb_timeout": 30, "pb_mbits": mbits}
     return pack_message([pack_body(body)] + list(buffers))
 
 
-def _filesystem_traffic(getattr_transno=0, late_write_transno=None):
+def _filesystem_traffic(getattr_transno=0, late_write_transno=None, rep_mbits=False):
     """The traffic of a small file system on port 988: a client mounting (MGS, MDT0000, two
     OSTs on one OSS), the MDT's own connection to an OST (orphan cleanup, precreate), a
     second client, and ordinary I/O — extent locks, writes in flight answered out of order,
     a read, a punch, a fallocate, pings, a lock cancel on the shared portal, a sync, a
     getattr, a disconnect.  Transnos: each target its own counter (the MDT's far above the
-    OSTs').  `getattr_transno`, `late_write_transno`: the broken target's answers."""
+    OSTs').  `getattr_transno`, `late_write_transno`: the broken target's answers.
+    `rep_mbits`: 2.15+ peers (OBD_CONNECT2_REP_MBITS granted): each bulk RPC carries pb_mbits
+    (the match bits of its last bulk descriptor, not its XID), and its reply is sent on them."""
     from ptlrpc_conformance import spec
     from ptlrpc_conformance.harness.ost.client import ost_body, uuid_buffer
     from ptlrpc_conformance.harness.ost import wire
@@ -427,8 +429,13 @@ def _filesystem_traffic(getattr_transno=0, late_write_transno=None):
     def rpc(client, server, portal, opc, handle, *, transno=0, committed=0, version="LUSTRE_OST_VERSION",
             body=None, reply_portal=4, **kw):
         buffers = [body if body is not None else ost_body(1)]
-        out.append(dict(client=client, server=server, portal=portal, reply_portal=reply_portal, xid=len(out) + 1,
-                        request=_pack(opc, buffers, version=version, handle=handle),
+        xid = len(out) + 1
+        if rep_mbits and opc in (C("OST_WRITE"), C("OST_READ")):     # 4 MiB: four descriptors
+            kw["reply_bits"] = mbits = (xid << 8) + 3
+        else:
+            mbits = 0
+        out.append(dict(client=client, server=server, portal=portal, reply_portal=reply_portal, xid=xid,
+                        request=_pack(opc, buffers, version=version, handle=handle, mbits=mbits),
                         reply=_pack(opc, buffers, reply=True, version=version, transno=transno, committed=committed),
                         **kw))
 
@@ -485,6 +492,27 @@ def test_check_trace_passes_ordinary_filesystem_traffic(run_cli, tmp_path):
     run = run_cli("check-trace", str(path), out=False)
     assert run.rc == 0, run.stdout + run.stderr
     assert "25 exchanges, 0 violations" in run.stderr and "do not model" in run.stderr
+
+
+def test_check_trace_pairs_replies_sent_on_the_requests_match_bits(run_cli, tmp_path):
+    """Between 2.15+ peers a server replies on the request's pb_mbits (LU-14594): for a bulk
+    RPC of several descriptors those are not the XID.  check-trace pairs such replies and
+    reads the capture as it reads the same traffic replied on XIDs."""
+    from ptlrpc_conformance.harness.ost import trace
+    traffic = _filesystem_traffic(rep_mbits=True)
+    assert sum(1 for r in traffic if r.get("reply_bits", r["xid"]) != r["xid"]) == 5   # 4 writes, a read
+    path = tmp_path / "fs-2.15.pcap"
+    lnet.write_pcap(path, traffic)
+    records = trace.read(path)
+    assert all(r["reply"] is not None for r in records)
+    result = trace.check_trace(records)
+    assert result.violations == [] and result.exchanges == 25 and result.judged == 20
+    run = run_cli("check-trace", str(path), out=False)
+    assert run.rc == 0 and "25 exchanges, 0 violations" in run.stderr, run.stdout + run.stderr
+    path = tmp_path / "broken.pcap"                  # a broken target is still found in that traffic
+    lnet.write_pcap(path, _filesystem_traffic(getattr_transno=0x200000007, rep_mbits=True))
+    run = run_cli("check-trace", str(path), out=False)
+    assert run.rc == 1 and "TGT-TRANSNO-2" in run.stdout.splitlines()[0], run.stdout + run.stderr
 
 
 @pytest.mark.parametrize("broken,rule", [(dict(getattr_transno=0x200000007), "TGT-TRANSNO-2"),

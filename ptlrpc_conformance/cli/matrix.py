@@ -72,7 +72,7 @@ def certify_matrix(args, profiles: list[str], hello, smoke) -> int:
         _conclude_quietly(out / p / "report.json", 0)
         reports[p] = json.loads((out / p / "report.json").read_text(encoding="utf-8"))
     status = _matrix_status(statuses, reports)
-    doc = matrix.document(reports, base, status)
+    doc = matrix.document(reports, base, status, args.profile)
     report_module.write(doc, out / "report.json")
     matrix.write_matrix(doc, out / "report.html")
     print("\n".join(matrix.verdict_lines(doc, out / "report.json")), flush=True)

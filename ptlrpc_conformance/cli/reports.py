@@ -21,7 +21,7 @@ def cmd_verify_report(argv: list[str]) -> int:
     try:
         report = json.loads(pathlib.Path(args.report).read_text())
         command = report["reproduce"]
-        before = {c["id"]: c["verdict"] for c in report["cases"]}
+        before = _verdicts(report, pathlib.Path(args.report).parent)
         if not (isinstance(command, list) and command and all(isinstance(a, str) for a in command)):
             raise ValueError("'reproduce' is not a list of arguments")
     except (OSError, ValueError, KeyError, TypeError) as e:
@@ -47,11 +47,11 @@ def cmd_verify_report(argv: list[str]) -> int:
         proc = subprocess.run(argv2, capture_output=True, text=True, cwd=cwd)
         try:
             again = json.loads((pathlib.Path(tmp) / "report.json").read_text())
-        except (OSError, ValueError):
+            after = _verdicts(again, pathlib.Path(tmp))
+        except (OSError, ValueError, KeyError, TypeError):
             print(f"verify-report: the re-run wrote no report (exit {proc.returncode}):\n{proc.stderr[-2000:]}",
                   file=sys.stderr)
             return EXIT_FAIL
-    after = {c["id"]: c["verdict"] for c in again["cases"]}
     diffs = [f"  {cid}: report says {before.get(cid, '(absent)')}, re-run says {after.get(cid, '(absent)')}"
              for cid in sorted(set(before) | set(after)) if before.get(cid) != after.get(cid)]
     if report.get("iut", {}).get("hello") != again.get("iut", {}).get("hello"):
@@ -61,6 +61,25 @@ def cmd_verify_report(argv: list[str]) -> int:
         return EXIT_FAIL
     print(f"verify-report: all {len(before)} verdicts agree")
     return EXIT_OK
+
+
+def _verdicts(report: dict, folder: pathlib.Path) -> dict[str, str]:
+    """What verify-report compares: case id -> verdict; for a release matrix (whose report
+    holds no case), each release's verdicts (from its report beside the matrix's), keyed
+    "PROFILE: CASE", and what the matrix concluded from them."""
+    from ptlrpc_conformance.harness.outputs.matrix import FORMAT as MATRIX
+    if report.get("format") != MATRIX:
+        return {c["id"]: c["verdict"] for c in report["cases"]}
+    out = {"conformant to": ", ".join(report.get("conformant_to") or ()),
+           "no MUST failed among the cases run under": ", ".join(report.get("no_failing_must_in") or ())}
+    out.update({f"difference {d['id']} follows": d["follows"] for d in report["differences"]})
+    for row in report["releases"]:
+        try:
+            member = json.loads((folder / row["report"]).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise ValueError(f"the report of {row['profile']} ({folder / row['report']}) cannot be read") from None
+        out.update({f"{row['profile']}: {c['id']}": c["verdict"] for c in member["cases"]})
+    return out
 
 
 def cmd_certification_doc(argv: list[str]) -> int:

@@ -234,7 +234,9 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
     A record may also say where it goes and when it is answered: `server` (a NID or IPv4
     address; default 127.0.0.1), `portal` and `reply_portal` (its own portals), and
     `reply_after` N (its reply is written after the requests of the next N records: several
-    requests in flight, answered out of order: after those records and their own replies)."""
+    requests in flight, answered out of order: after those records and their own replies),
+    and `reply_bits` (the match bits of its reply, when not the XID: a 2.15+ server's reply
+    on the request's pb_mbits)."""
     records = list(records)
     names: dict[str, str] = {}
     pending: list[list] = []            # [records still to go, connection, portal, xid, reply]
@@ -262,7 +264,8 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
                 conn.send(True, blob, segment)
                 for g in group:
                     if g.get("reply") is not None:
-                        conn.put(False, g.get("reply_portal", reply_portal), g["xid"], bytes(g["reply"]), segment)
+                        conn.put(False, g.get("reply_portal", reply_portal), g.get("reply_bits", g["xid"]),
+                                 bytes(g["reply"]), segment)
                 i += len(group)
                 continue
             conn.put(True, r.get("portal", request_portal), r["xid"], bytes(r["request"]), segment)
@@ -270,9 +273,11 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
                 p[0] -= 1
             if r.get("reply") is not None:
                 if r.get("reply_after", 0) > 0:
-                    pending.append([r["reply_after"], conn, r.get("reply_portal", reply_portal), r["xid"], r["reply"]])
+                    pending.append([r["reply_after"], conn, r.get("reply_portal", reply_portal),
+                                    r.get("reply_bits", r["xid"]), r["reply"]])
                 else:
-                    conn.put(False, r.get("reply_portal", reply_portal), r["xid"], bytes(r["reply"]), segment)
+                    conn.put(False, r.get("reply_portal", reply_portal), r.get("reply_bits", r["xid"]),
+                             bytes(r["reply"]), segment)
             flush()                     # the earlier replies now due come after this record's
             i += 1
         flush(force=True)
@@ -571,13 +576,17 @@ class Trace:
     callbacks: int = 0
 
 
-def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT) -> Trace:
+def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT, reply_bits=None) -> Trace:
     """Every PtlRPC exchange of a capture, and the replies it could not pair (see
-    `read_pcap`, which refuses a capture with such replies).  Raises TraceError on input it
-    cannot read, on bytes missing from a stream and on a stream that ends mid-message."""
+    `read_pcap`, which refuses a capture with such replies).  `reply_bits(request payload)`:
+    the other match bits its reply may be sent with (a 2.15+ server replies on the request's
+    pb_mbits, LU-14594), or None; a reply is paired on its request's XID first, then on
+    those.  Raises TraceError on input it cannot read, on bytes missing from a stream and on
+    a stream that ends mid-message."""
     streams: dict[tuple, _Stream] = {}
     records: list[dict] = []
     latest: dict[tuple, dict] = {}
+    by_reply_bits: dict[tuple, dict] = {}
     orphans: list[LnetMessage] = []
     count = callbacks = 0
     unsupported: dict[int, int] = {}               # link type -> its first packet
@@ -634,7 +643,8 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT) -> Trace:
             if m.type != LNET_MSG_PUT or m.portal in BULK_PORTALS:
                 continue
             if m.portal in REPLY_PORTALS:
-                rec = latest.get((m.dst_nid, m.src_nid, m.match_bits))
+                key = (m.dst_nid, m.src_nid, m.match_bits)
+                rec = latest.get(key) or by_reply_bits.get(key)
                 if rec is None:
                     orphans.append(m)
                 else:
@@ -648,6 +658,9 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT) -> Trace:
                 else:
                     records.append(rec)
                 latest[(m.src_nid, m.dst_nid, m.match_bits)] = rec
+                bits = reply_bits(m.payload) if reply_bits else None
+                if bits is not None and bits != m.match_bits:
+                    by_reply_bits[(m.src_nid, m.dst_nid, bits)] = rec
     for stream in streams.values():
         stream.check_complete(path)
     if unsupported and not seen_port:
@@ -657,7 +670,7 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT) -> Trace:
     return Trace(records, orphans, count, callbacks)
 
 
-def read_pcap(path: str | os.PathLike) -> list[dict]:
+def read_pcap(path: str | os.PathLike, reply_bits=None) -> list[dict]:
     """The PtlRPC requests of a capture, each with its reply: a list of
     {"client": NID, "xid": int, "request": bytes, "reply": bytes | None, "packet": int,
     "server": NID, "portal": int, "reply_packet": int (with a reply)} in capture order
@@ -666,8 +679,9 @@ def read_pcap(path: str | os.PathLike) -> list[dict]:
     15) are not records: the target rules judge what a target answers, not what it asks.
     Raises TraceError (a ValueError) naming the file and packet on input it cannot read, on
     bytes missing from a stream, on a stream that ends mid-message, and on a reply whose
-    request is not in the capture (so no exchange is ever silently lost)."""
-    trace = scan_pcap(path)
+    request is not in the capture (so no exchange is ever silently lost).  `reply_bits`:
+    as for `scan_pcap`."""
+    trace = scan_pcap(path, reply_bits=reply_bits)
     if trace.orphan_replies:
         m = trace.orphan_replies[0]
         more = len(trace.orphan_replies) - 1

@@ -120,6 +120,15 @@ def read_jsonl(path: str | pathlib.Path) -> list[dict]:
     return records
 
 
+def _reply_match_bits(request: bytes) -> int | None:
+    """The match bits a 2.15+ server may reply on instead of the XID: the request's pb_mbits
+    (ptl_send_rpc sets it for a bulk RPC or with OBD_CONNECT2_REP_MBITS granted, and
+    ptlrpc_server_handle_req_in makes it the reply's match bits when the export has that
+    flag; LU-14594).  None for a request the suite cannot read or without pb_mbits."""
+    msg, _ = wire.try_parse(request, "request")
+    return (msg.body.get("pb_mbits") or None) if msg is not None else None
+
+
 def read(path: str | pathlib.Path) -> list[dict]:
     """Records of a JSON Lines trace or a pcap capture.  A file that is neither, or that holds
     no exchange ("nothing to check"), is a TraceError: an empty capture must not pass."""
@@ -130,7 +139,7 @@ def read(path: str | pathlib.Path) -> list[dict]:
         raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
     if head in PCAP_MAGICS:
         try:
-            records = pcap.read_pcap(path)
+            records = pcap.read_pcap(path, reply_bits=_reply_match_bits)
         except ValueError as e:
             raise TraceError(str(e)) from None
         for i, r in enumerate(records, 1):

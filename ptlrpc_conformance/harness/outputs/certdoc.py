@@ -68,12 +68,14 @@ def render_matrix(doc: dict, base_dir: pathlib.Path, command: str | None = None,
     hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
     impl = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k)) or str(iut.get("spec") or "the IUT")
     suite = doc.get("suite") or {}
+    from ptlrpc_conformance.harness.outputs.matrix import conformance_words
+    conformance = conformance_words(doc)
     out = [f"# Release matrix: {impl}", "",
            f"Judged by ptlrpc-conformance {suite.get('version', '?')} (suite sha256 `{suite.get('sha256', '?')}`), "
            f"seed {doc.get('seed')}, under the profile of every Lustre release it knows. Every case ran under "
            f"{doc['base']}; another release ran again only the cases it judges differently and took "
            f"{doc['base']}'s verdicts for the rest.", "",
-           f"**Conformant to: {', '.join(doc.get('conformant_to') or []) or 'no release'}.**", ""]
+           f"**{conformance[0].upper()}{conformance[1:]}.**", ""]
     if doc.get("modes"):
         out += ["Relaxing modes: " + "; ".join(f"{m.get('mode')} ({m.get('by')})" for m in doc["modes"]), ""]
     if doc.get("incomplete"):
@@ -507,10 +509,12 @@ def main(argv: list[str]) -> int:
         return EXIT_USAGE
     level = report.get("level") if isinstance(report.get("level"), dict) else {}
     matrix = report.get("format") == MATRIX_FORMAT
-    if matrix:
-        level = {}
+    if matrix:              # a partial matrix (a selection) is refused as a single profile's run is
+        rows = [r.get("level") or {} for r in report["releases"] if isinstance(r, dict)]
+        level = next((lv for lv in rows if isinstance(lv, dict) and lv.get("status") == PARTIAL), {})
     if level.get("status") == PARTIAL and not args.allow_partial:
-        print(f"ptlrpc-conformance certification-doc: {args.report}: a partial run ({scope_words(level)}) "
+        scope = scope_words(level)
+        print(f"ptlrpc-conformance certification-doc: {args.report}: a partial run ({scope}) "
               "certifies no capability as a whole; run the whole suite, or pass --allow-partial to document "
               "it as partial", file=sys.stderr)
         return EXIT_USAGE

@@ -32,6 +32,7 @@ from ptlrpc_conformance.harness.outputs import write_atomically
 
 FORMAT = "ptlrpc-conformance-matrix/1"
 CONFORMANT = ("conformant", "fully conformant", "partial")    # level statuses without a failing MUST
+WHOLE = ("conformant", "fully conformant")                      # ... of a run that covered its scope
 
 
 # ---- fingerprints -----------------------------------------------------------------------
@@ -156,36 +157,57 @@ def known_differences() -> list[dict]:
     return list(release_differences.load()["differences"])
 
 
-def _side(report: dict | None, globs: list[str], fields: list[str], requirements: list[str]) -> bool | None:
+def _side(report: dict | None, globs: list[str], fields: list[str], requirements: list[str],
+          explained=lambda case_id: False) -> bool | None:
     """Whether the cases a difference changes pass under one side's profile: None when none of
-    them was judged.  A case that failed none of the difference's requirements, or (with
-    `fields`) only on other fields, counts as passing: another difference decided it."""
-    cases = [c for c in (report or {}).get("cases", []) if any(fnmatch.fnmatchcase(c["id"], g) for g in globs)
-             and c.get("verdict") not in ("not-applicable", "skipped", "not-exercised")]
-    if not cases:
-        return None
-    for c in cases:
-        if c["verdict"] == "pass":
+    them exercised the difference's requirements.  A case counts when the report charges it
+    with one of those requirements: a pass that exercised one, a failure on one.  A failure
+    only on other decoded fields than the difference's (`fields`), or one `explained` as
+    something else's (explains), is not this difference's."""
+    entries = (report or {}).get("requirements") or {}
+    passing, failing = set(), set()
+    for r in requirements:
+        passing |= set((entries.get(r) or {}).get("passing") or ())
+        failing |= set((entries.get(r) or {}).get("failing") or ())
+    judged = False
+    for c in (report or {}).get("cases", []):
+        if not any(fnmatch.fnmatchcase(c["id"], g) for g in globs):
             continue
-        failed = set(c.get("failed_requirements") or c.get("requirements") or ())
-        if requirements and not failed & set(requirements):
-            continue
-        differ = ((c.get("notes") or {}) if isinstance(c.get("notes"), dict) else {}).get("fields_differ")
-        if not fields or not differ or set(differ) & set(fields):
+        if c["id"] in failing:
+            differ = ((c.get("notes") or {}) if isinstance(c.get("notes"), dict) else {}).get("fields_differ")
+            if (fields and differ and not set(differ) & set(fields)) or explained(c["id"]):
+                continue
             return False
-    return True
+        judged = judged or c["id"] in passing
+    return True if judged else None
+
+
+def explains(d: dict, end: str, reports: dict[str, dict]):
+    """For difference `d` judged on its side `end` ("from" or "to"): whether a case's failure
+    under that release is another difference's.  It is when the case passes under another
+    release on the same side of `d` (as old as d's "from", or as new as its "to"): `d`'s rule
+    is the same there, so what fails under the first release is something else."""
+    key = registry.release_key
+    same = [r for r in registry.releases() if r != d[end]
+            and (key(r) <= key(d["from"]) if end == "from" else key(r) >= key(d["to"]))]
+    passed = set()
+    for r in same:
+        passed |= {c["id"] for c in (_report_for(reports, f"lustre-{r}") or {}).get("cases", [])
+                   if c.get("verdict") == "pass"}
+    return passed.__contains__
 
 
 def follows(reports: dict[str, dict]) -> list[dict]:
     """For each known difference whose cases ran: which side the implementation follows.
     `reports`: profile -> composed report.  A side is followed when every case the difference
-    changes passes under that side's release (for a difference of decoded fields: passes, or
-    fails on other fields only)."""
+    changes that was judged on its requirements passes under that side's release (a failure
+    on other decoded fields only, or of a case that passes under another release on the
+    same side, is not counted: see `explains`)."""
     out = []
     for d in known_differences():
         globs, fields, reqs = list(d.get("cases") or []), list(d.get("fields") or []), list(d.get("requirements") or [])
-        old = _side(_report_for(reports, f"lustre-{d['from']}"), globs, fields, reqs)
-        new = _side(_report_for(reports, f"lustre-{d['to']}"), globs, fields, reqs)
+        old, new = (_side(_report_for(reports, f"lustre-{d[end]}"), globs, fields, reqs, explains(d, end, reports))
+                    for end in ("from", "to"))
         if old is None and new is None:
             verdict = "not exercised"
         elif old and new:
@@ -210,8 +232,9 @@ def _report_for(reports: dict[str, dict], base_profile: str) -> dict | None:
     return None
 
 
-def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
-    """report.json of a matrix run: each release's level, and the differences followed."""
+def document(reports: dict[str, dict], base: str, exit_status: int, matrix_name: str = "all") -> dict:
+    """report.json of a matrix run (`--profile NAME`): each release's level, the differences
+    followed, and the command that runs the matrix again (for verify-report)."""
     from ptlrpc_conformance.harness.outputs.level import words
     rows = []
     for name in sorted(reports, key=lambda n: registry.release_key(registry.profile(n).release)):
@@ -223,13 +246,40 @@ def document(reports: dict[str, dict], base: str, exit_status: int) -> dict:
                      "own_cases": (rep.get("matrix_run") or {}).get("own_cases", len(rep.get("cases", []))),
                      "report": f"{name}/report.json"})
     base_rep = reports[base]
-    matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT]
+    from ptlrpc_conformance.harness.outputs.level import PARTIAL, scope_words
+    partial = [r["level"] for r in rows if (r["level"] or {}).get("status") == PARTIAL]
+    # a selection narrows every release's run alike: a partial matrix is conformant to no
+    # release; it only says under which releases no MUST failed among the cases that ran
+    matches = [r["release"] for r in rows if (r["level"] or {}).get("status") in (WHOLE if not partial else ())]
+    unfailed = [r["release"] for r in rows if (r["level"] or {}).get("status") in CONFORMANT] if partial else []
     return {"format": FORMAT, "base": base, "exit_status": exit_status,
             "iut": base_rep.get("iut"), "suite": base_rep.get("suite"), "sha256": base_rep.get("sha256"),
-            "seed": base_rep.get("seed"),
+            "seed": base_rep.get("seed"), "environment": base_rep.get("environment"),
+            "reproduce": [matrix_name if a == base else a for a in base_rep.get("reproduce") or []],
             "selection": base_rep.get("selection"), "modes": base_rep.get("modes"),
             "incomplete": any(r.get("incomplete") for r in reports.values()),
+            "partial": scope_words(partial[0]) if partial else None, "no_failing_must_in": unfailed,
             "conformant_to": matches, "releases": rows, "differences": follows(reports)}
+
+
+def literal_note(doc: dict) -> str | None:
+    """For a matrix without the -literal modifier in which a release fails: what the -literal
+    profiles tolerate, under which a release's own code (a port of pack_generic.c) is judged."""
+    prof = registry.profile(doc["releases"][-1]["profile"]) if doc.get("releases") else None
+    if prof is None or "literal" in prof.modifiers or not any(r["failing_requirements"] for r in doc["releases"]):
+        return None
+    literal = registry.profile("-".join([prof.base, "literal", *prof.modifiers]))
+    return (f"a release's own code is judged under its -literal profile (--profile "
+            f"{'-'.join(['all', 'literal', *prof.modifiers])}): {literal.relaxes}")
+
+
+def conformance_words(doc: dict) -> str:
+    """"conformant to: 2.15.8, 2.17.0", or for a partial matrix what the selected cases showed."""
+    if doc.get("partial"):
+        unfailed = ", ".join(doc.get("no_failing_must_in") or []) or "no release"
+        return (f"conformant to: no release as a whole (a partial run: {doc['partial']}); "
+                f"no MUST failed among the cases that ran under: {unfailed}")
+    return f"conformant to: {', '.join(doc.get('conformant_to') or []) or 'no release'}"
 
 
 def verdict_lines(doc: dict, path=None) -> list[str]:
@@ -250,7 +300,9 @@ def verdict_lines(doc: dict, path=None) -> list[str]:
         for d in judged:
             out.append(f"  {d['id']} ({d['lu'] or 'no LU'}, {d['from']} -> {d['to']}): {d['follows']}"
                        + (f" - {d['effect']}" if d.get("effect") else ""))
-    out.append(f"conformant to: {', '.join(doc['conformant_to']) or 'no release'}")
+    out.append(conformance_words(doc))
+    if literal_note(doc):
+        out.append(f"note: {literal_note(doc)}")
     if path is not None:
         out.append(f"report: {path} (each release's report in its own folder beside it)")
     out.append(f"exit status: {doc['exit_status']}")
@@ -270,7 +322,7 @@ th { background: #eee; }
 code { font-size: 95%; }
 </style></head><body>
 <h1>Release matrix: {{ iut }}</h1>
-<p>Conformant to: <strong>{{ doc.conformant_to | join(', ') or 'no release' }}</strong>.
+<p><strong>{{ conformance[0] | upper }}{{ conformance[1:] }}</strong>.
 Every case ran under {{ doc.base }}; another release ran again only the cases it judges differently, and took
 {{ doc.base }}'s verdicts for the rest. Exit status {{ doc.exit_status }}.</p>
 <table><tr><th>Profile</th><th>Level</th><th>Cases run under it</th><th>Failing requirements</th><th>Report</th></tr>
@@ -295,4 +347,4 @@ def write_matrix(doc: dict, path: str | os.PathLike) -> pathlib.Path:
     iut = doc.get("iut") or {}
     hello = iut.get("hello") if isinstance(iut.get("hello"), dict) else {}
     name = " ".join(str(hello[k]) for k in ("name", "version") if hello.get(k)) or iut.get("spec") or "?"
-    return write_atomically(path, _MATRIX.render(doc=doc, iut=name))
+    return write_atomically(path, _MATRIX.render(doc=doc, iut=name, conformance=conformance_words(doc)))
