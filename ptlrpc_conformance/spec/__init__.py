@@ -105,3 +105,12 @@ def target() -> dict:
     import yaml
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # libyaml's, when built: 4x faster
     return yaml.load(resources.files(__name__).joinpath("target.yaml").read_text(encoding="utf-8"), Loader=loader)
+
+
+@functools.lru_cache(maxsize=1)
+def lnet() -> dict:
+    """The LNet over TCP facts (lnet.yaml): socklnd's and LNet's constants and wire layouts,
+    read by harness/capture/socklnd.py and harness/transport/lnet_engine/."""
+    import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(resources.files(__name__).joinpath("lnet.yaml").read_text(encoding="utf-8"), Loader=loader)
