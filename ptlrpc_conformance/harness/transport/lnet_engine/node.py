@@ -295,6 +295,28 @@ class Connection:
             if waiter is not None:
                 self._unregister(("ack", wmd))
 
+    def ping(self, timeout: float = 5.0) -> Outcome:
+        """Ping the peer as discovery does (lib-move.c: lnet_send_ping: a GET on the reserved
+        portal with the ping match bits, room for LNET_PING_INFO_MIN_SIZE): `reply` with the
+        REPLY (its payload is the peer's ping info), or the fault met."""
+        wmd = (0).to_bytes(8, "little") + next(self._cookies).to_bytes(8, "little")
+        waiter = self._register(("reply", wmd))
+        if isinstance(waiter, Outcome):
+            return waiter
+        sink = layout("lnet_ping_info").size + C["LNET_INTERFACES_MIN"] * layout("lnet_ni_status").size
+        try:
+            failed = self._send_lnet(self._header(C["LNET_MSG_GET"], 0, wmd=wmd, match_bits=C["LNET_PROTO_PING_MATCHBITS"],
+                                                  portal=C["LNET_RESERVED_PORTAL"], sink_length=sink))
+            if failed is not None:
+                return failed
+            try:
+                item = waiter.queue.get(timeout=timeout)
+            except queue.Empty:
+                return Outcome("timeout", f"no answer to the ping within {timeout:g} s")
+            return item if isinstance(item, Outcome) else Outcome("reply", reply=item)
+        finally:
+            self._unregister(("reply", wmd))
+
     # -- exchanges ----------------------------------------------------------------------
 
     def _register(self, key) -> "_Waiter | Outcome":
@@ -415,7 +437,11 @@ class Connection:
                 waiter.offer(msg)
             return
         if h.type == C["LNET_MSG_REPLY"]:
-            self.counts["reply_received"] += 1      # this node sends no GET: nothing waits for it
+            self.counts["reply_received"] += 1
+            with self._lock:
+                waiter = self._waiters.get(("reply", h.wmd))
+            if waiter is not None:                  # the answer to this node's ping
+                waiter.offer(msg)
             return
         with self._lock:
             waiter = self._waiters.get((h.portal, h.match_bits))
