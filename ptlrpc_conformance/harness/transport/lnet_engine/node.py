@@ -615,7 +615,8 @@ class Listener:
         self._thread = threading.Thread(target=self._accept_loop, name=f"lnet listener {self.address}", daemon=True)
 
     def start(self) -> "Listener":
-        self._thread.start()
+        if self._thread.ident is None:
+            self._thread.start()
         return self
 
     def close(self) -> None:
