@@ -107,10 +107,9 @@ def target() -> dict:
     return yaml.load(resources.files(__name__).joinpath("target.yaml").read_text(encoding="utf-8"), Loader=loader)
 
 
-@functools.lru_cache(maxsize=1)
 def lnet() -> dict:
-    """The LNet over TCP facts (lnet.yaml): socklnd's and LNet's constants and wire layouts,
-    read by harness/capture/socklnd.py and harness/transport/lnet_engine/."""
-    import yaml
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(resources.files(__name__).joinpath("lnet.yaml").read_text(encoding="utf-8"), Loader=loader)
+    """The LNet over TCP facts (lnet.yaml, opened by spec/layouts.py): socklnd's and LNet's
+    constants and wire structures, read by harness/capture/socklnd.py and
+    harness/transport/lnet_engine/."""
+    from . import layouts
+    return layouts.lnet()

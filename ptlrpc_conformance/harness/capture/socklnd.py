@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from ptlrpc_conformance import spec
+from ptlrpc_conformance.spec import layouts
 
 _LNET = spec.lnet()                       # spec/lnet.yaml: the wire facts, with their citations
 _C = {name: row["value"] for name, row in _LNET["constants"].items()}
@@ -43,9 +44,9 @@ LNET_PID_LUSTRE = _C["LNET_PID_LUSTRE"]
 SOCKLND = _LNET["lnds"]["SOCKLND"]       # LND type of socklnd ("tcp")
 KSOCK_MSG_NOOP = _C["KSOCK_MSG_NOOP"]
 KSOCK_MSG_LNET = _C["KSOCK_MSG_LNET"]
-KSOCK_HDR_SIZE = _LNET["structs"]["ksock_msg_hdr"]["size"]
-LNET_HDR_NID4_SIZE = _LNET["structs"]["lnet_hdr_nid4"]["size"]
-LNET_HDR_NID16_SIZE = _LNET["structs"]["lnet_hdr_nid16"]["size"]
+KSOCK_HDR_SIZE = layouts.lnet_struct("ksock_msg_hdr")["size"]
+LNET_HDR_NID4_SIZE = layouts.lnet_struct("lnet_hdr_nid4")["size"]
+LNET_HDR_NID16_SIZE = layouts.lnet_struct("lnet_hdr_nid16")["size"]
 LNET_MSG_ACK, LNET_MSG_PUT, LNET_MSG_GET, LNET_MSG_REPLY, LNET_MSG_HELLO = (
     _C[f"LNET_MSG_{t}"] for t in ("ACK", "PUT", "GET", "REPLY", "HELLO"))
 LNET_PROTO_MAGIC = _C["LNET_PROTO_MAGIC"]
@@ -64,17 +65,17 @@ SERVER_REQUEST_PORTALS = frozenset(_PORTALS["callbacks"])   # LDLM_CB_REQUEST: c
 LND_NAMES = {lnd: row["name"] for lnd, row in _LNET["lnds"]["types"].items()}
 _IP_LNDS = frozenset(lnd for lnd, row in _LNET["lnds"]["types"].items() if row["ip"])
 # the acceptor request's and the hello's sizes by version (without a V2/V3 hello's addresses)
-_ACCEPTOR_SIZES = {_C["LNET_PROTO_ACCEPTOR_VERSION"]: _LNET["structs"]["lnet_acceptor_connreq"]["size"],
-                   _C["LNET_PROTO_ACCEPTOR_VERSION_16"]: _LNET["structs"]["lnet_acceptor_connreq_v2"]["size"]}
-_HELLO_SIZES = {_C["KSOCK_PROTO_V2"]: _LNET["structs"]["ksock_hello_msg_nid4"]["size"],
-                _C["KSOCK_PROTO_V3"]: _LNET["structs"]["ksock_hello_msg_nid4"]["size"],
-                _C["KSOCK_PROTO_V4"]: _LNET["structs"]["ksock_hello_msg"]["size"]}
+_ACCEPTOR_SIZES = {_C["LNET_PROTO_ACCEPTOR_VERSION"]: layouts.lnet_struct("lnet_acceptor_connreq")["size"],
+                   _C["LNET_PROTO_ACCEPTOR_VERSION_16"]: layouts.lnet_struct("lnet_acceptor_connreq_v2")["size"]}
+_HELLO_SIZES = {_C["KSOCK_PROTO_V2"]: layouts.lnet_struct("ksock_hello_msg_nid4")["size"],
+                _C["KSOCK_PROTO_V3"]: layouts.lnet_struct("ksock_hello_msg_nid4")["size"],
+                _C["KSOCK_PROTO_V4"]: layouts.lnet_struct("ksock_hello_msg")["size"]}
 _KSOCK_PROTO_V4 = _C["KSOCK_PROTO_V4"]
 
 
 def _at(struct_name: str, field: str) -> int:
     """A field's offset in a structure of spec/lnet.yaml."""
-    return next(f["offset"] for f in _LNET["structs"][struct_name]["fields"] if f["name"] == field)
+    return next(f["offset"] for f in layouts.lnet_struct(struct_name)["fields"] if f["name"] == field)
 
 
 _NIPS_AT = _at("ksock_hello_msg_nid4", "kshm_nips")     # V4 does not read its kshm_nips (no addresses)

@@ -1,8 +1,9 @@
 """The codec of LNet over TCP: the acceptor request, the socklnd hello, the ksock message header,
 the LNet header with its PUT, GET, REPLY and ACK variants, and the ping info.
 
-Every layout and constant comes from spec/lnet.yaml (spec.lnet()), with its Lustre citation;
-this module only walks those layouts.  Structures in the sender's byte order are written in
+Every layout and constant comes from spec/lnet.yaml (spec.lnet(), its structures through
+spec/layouts.py: lnet_struct; `struct lnet_nid` from the release's layout table), with its
+Lustre citation; this module only walks those layouts.  Structures in the sender's byte order are written in
 the order asked (little-endian unless `big`) and read in either (the magic tells); the LNet
 header is always little-endian; `struct lnet_nid` and the wire handles are never swapped.
 
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.capture import socklnd
+from ptlrpc_conformance.spec import layouts
 
 SOURCE = "spec/lnet.yaml"
 
@@ -39,8 +41,7 @@ assert C["LNET_WIRE_HANDLE_COOKIE_NONE"] == 2 ** 64 - 1
 # layouts, from the data
 # ------------------------------------------------------------------------------------
 
-_SCALARS = {"u8": (1, "B"), "u16": (2, "H"), "u32": (4, "I"), "u64": (8, "Q"),
-            "be16": (2, "H"), "be32": (4, "I")}
+_SCALARS = {"u8": (1, "B"), "u16": (2, "H"), "u32": (4, "I"), "u64": (8, "Q")}
 
 
 @dataclass(frozen=True)
@@ -71,9 +72,7 @@ class Layout:
         scalar = _SCALARS.get(f.type)
         if scalar is None:
             return None
-        if f.type.startswith("be"):
-            order = ">"
-        elif self.order == "little":
+        if self.order == "little":
             order = "<"
         else:
             order = ">" if big else "<"
@@ -116,11 +115,9 @@ class Layout:
 @functools.lru_cache(maxsize=None)
 def layout(name: str) -> Layout:
     """A structure of spec/lnet.yaml, checked: its fields follow each other with no gap and
-    end at its size (a wrong entry is a clear error naming the file and the structure)."""
-    structs = spec.lnet()["structs"]
-    if name not in structs:
-        raise KeyError(f"{SOURCE}: no structure {name!r}")
-    entry = structs[name]
+    end at its size (a wrong entry is a clear error naming the file and the structure).  A
+    field whose type is a structure of the release's layout table (lnet_nid) is its bytes."""
+    entry = layouts.lnet_struct(name)
     fields, at = [], 0
     for row in entry["fields"]:
         t, count = row["type"], row.get("count")
@@ -129,11 +126,12 @@ def layout(name: str) -> Layout:
         elif t == "bytes":
             size = row["size"]
         else:
-            size = layout(t).size * (count or 1)
+            try:
+                size = layout(t).size * (count or 1)
+            except KeyError:                     # not LNet's own: the release's table
+                size = spec.layout(t).size * (count or 1)
         if row["offset"] != at:
             raise ValueError(f"{SOURCE}: {name}.{row['name']} at offset {row['offset']}, the field before it ends at {at}")
-        if entry["order"] == "fixed" and t not in ("u8", "be16", "be32") and t in _SCALARS:
-            raise ValueError(f"{SOURCE}: {name}.{row['name']}: a structure that is never swapped has no {t} field")
         fields.append(Field(row["name"], row["offset"], t, count, size))
         at += size
     if at != entry["size"]:
@@ -182,13 +180,13 @@ class Nid:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> "Nid":
-        f = layout("lnet_nid").unpack(raw)
-        if f["nid_type"] == 0xFF:
+        size, lnd, num, addr = (raw[f.offset:f.end] for f in _nid_fields())
+        if lnd[0] == 0xFF:
             return ANY_NID
-        n = f["nid_size"] + 4
-        if n > 16:
-            raise WireError(f"lnet_nid.nid_size: {f['nid_size']} (an address of {n} bytes; at most 16)")
-        return cls(f["nid_type"], f["nid_num"], bytes(raw[4:4 + n]))
+        n = size[0] + 4
+        if n > len(addr):
+            raise WireError(f"lnet_nid.nid_size: {size[0]} (an address of {n} bytes; at most {len(addr)})")
+        return cls(lnd[0], int.from_bytes(num, _NID_ORDER), bytes(addr[:n]))
 
     @property
     def is_any(self) -> bool:
@@ -211,10 +209,15 @@ class Nid:
         return self.lnd << 16 | self.net
 
     def to_bytes(self) -> bytes:
+        size, lnd, num, addr = _nid_fields()
+        out = bytearray(spec.layout("lnet_nid").size)
         if self.is_any:
-            return b"\xff" * 20
-        return (bytes([len(self.addr) - 4, self.lnd]) + self.net.to_bytes(2, "big")
-                + self.addr + bytes(16 - len(self.addr)))
+            return bytes(b"\xff" * len(out))
+        out[size.offset] = len(self.addr) - 4
+        out[lnd.offset] = self.lnd
+        out[num.offset:num.end] = self.net.to_bytes(num.size, _NID_ORDER)
+        out[addr.offset:addr.offset + len(self.addr)] = self.addr
+        return bytes(out)
 
     def __str__(self) -> str:
         if self.is_any:
@@ -223,6 +226,14 @@ class Nid:
 
 
 ANY_NID = Nid(0xFF, 0xFFFF, b"\xff" * 4)
+_NID_ORDER = spec.lnet()["lnet_nid"]["order"]        # "big": never swapped (lnet-idl.h)
+
+
+@functools.lru_cache(maxsize=1)
+def _nid_fields():
+    """nid_size, nid_type, nid_num and nid_addr of the release's `struct lnet_nid`."""
+    lay = spec.layout("lnet_nid")
+    return tuple(lay.field(n) for n in ("nid_size", "nid_type", "nid_num", "nid_addr"))
 
 
 def _nid_field(value: Nid, wide: bool):
