@@ -12,6 +12,7 @@ import threading
 
 import pytest
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.transport.lnet_engine import node as engine
 from ptlrpc_conformance.harness.transport.lnet_engine import wire
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Listener, LnetSetupError, Node
@@ -23,6 +24,15 @@ OST_REQUEST_PORTAL, OSC_REPLY_PORTAL = 28, 4      # lustre_idl.h
 EARLY_SIZE = 224        # lustre_msg_early_size (ptlrpc/pack_generic.c): a final reply's offset with AT
 XID = 0x5F00000000001234
 WAIT = 5.0              # the longest any single wait here may take (none should come near)
+
+
+def test_the_final_reply_offset_is_lustre_msg_early_size():
+    """224 = a lustre_msg_v2 header with one buffer, 8-aligned, then a ptlrpc_body, 8-aligned
+    (pack_generic.c: lustre_msg_early_size_init, lustre_msg_hdr_size_v2), from the layout table."""
+    def round8(n):
+        return (n + 7) & ~7
+    buflens = spec.layout("lustre_msg_v2").field("lm_buflens")
+    assert round8(buflens.offset + buflens.elem_size) + round8(spec.layout("ptlrpc_body_v3").size) == EARLY_SIZE
 
 
 @pytest.fixture
