@@ -557,7 +557,10 @@ class Node:
 def _dial(host: str, port: int, source: str, privileged: bool, timeout: float) -> "socket.socket | Outcome":
     """A TCP connection to host:port from the address `source` and a privileged port (1023 down
     to 512, as acceptor.c: lnet_connect scans; a port in use is passed by), or any port."""
-    family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    try:
+        family = socket.AF_INET6 if ipaddress.ip_address(host).version == 6 else socket.AF_INET
+    except ValueError:
+        return Outcome("refused", f"{host!r} is not an IP address (a NID's address is dialled, never a name)")
     ports = (range(C["LNET_ACCEPTOR_MAX_RESERVED_PORT"], C["LNET_ACCEPTOR_MIN_RESERVED_PORT"] - 1, -1)
              if privileged else (0,))
     denied = None
