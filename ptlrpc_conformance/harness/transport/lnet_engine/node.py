@@ -270,52 +270,47 @@ class Connection:
     def put(self, portal: int, match_bits: int, payload: bytes, *, offset: int = 0, hdr_data: int = 0,
             ack: bool = False, timeout: float = 5.0, dest_pid: int | None = None) -> Outcome:
         """Send a PUT.  With `ack`, ask for an ACK (a wire handle of this connection's making)
-        and wait up to `timeout` for it: `acked`, or the fault met."""
-        wmd = NONE_WMD
-        waiter = None
-        if ack:
-            wmd = (0).to_bytes(8, "little") + next(self._cookies).to_bytes(8, "little")
-            waiter = self._register(("ack", wmd))
-            if isinstance(waiter, Outcome):
-                return waiter
+        and wait up to `timeout` for it: `acked` (the ACK as `reply`), or the fault met."""
+        wmd = self._new_wmd() if ack else NONE_WMD
         dest = (self.peer_nid, self.peer_pid if dest_pid is None else dest_pid)
-        try:
-            failed = self._send_lnet(self._header(C["LNET_MSG_PUT"], len(payload), dest, wmd=wmd, match_bits=match_bits,
-                                                  hdr_data=hdr_data, portal=portal, offset=offset), payload)
-            if failed is not None:
-                return failed
-            if waiter is None:
-                return Outcome("sent")
-            try:
-                item = waiter.queue.get(timeout=timeout)
-            except queue.Empty:
-                return Outcome("timeout", f"no ACK within {timeout:g} s")
-            return item if isinstance(item, Outcome) else Outcome("acked")
-        finally:
-            if waiter is not None:
-                self._unregister(("ack", wmd))
+        header = self._header(C["LNET_MSG_PUT"], len(payload), dest, wmd=wmd, match_bits=match_bits,
+                              hdr_data=hdr_data, portal=portal, offset=offset)
+        if not ack:
+            failed = self._send_lnet(header, payload)
+            return failed if failed is not None else Outcome("sent")
+        return self._send_and_await(("ack", wmd), header, payload, timeout, "ACK", "acked")
 
     def ping(self, timeout: float = 5.0) -> Outcome:
         """Ping the peer as discovery does (lib-move.c: lnet_send_ping: a GET on the reserved
         portal with the ping match bits, room for LNET_PING_INFO_MIN_SIZE): `reply` with the
         REPLY (its payload is the peer's ping info), or the fault met."""
-        wmd = (0).to_bytes(8, "little") + next(self._cookies).to_bytes(8, "little")
-        waiter = self._register(("reply", wmd))
+        wmd = self._new_wmd()
+        sink = layout("lnet_ping_info").size + C["LNET_INTERFACES_MIN"] * layout("lnet_ni_status").size
+        header = self._header(C["LNET_MSG_GET"], 0, wmd=wmd, match_bits=C["LNET_PROTO_PING_MATCHBITS"],
+                              portal=C["LNET_RESERVED_PORTAL"], sink_length=sink)
+        return self._send_and_await(("reply", wmd), header, b"", timeout, "answer to the ping", "reply")
+
+    def _new_wmd(self) -> bytes:
+        """A wire handle of this connection's making (opaque to the peer, which echoes it)."""
+        return (0).to_bytes(8, "little") + next(self._cookies).to_bytes(8, "little")
+
+    def _send_and_await(self, key, header: LnetHeader, payload: bytes, timeout: float, what: str,
+                        kind: str) -> Outcome:
+        """Send, then wait up to `timeout` for the one message awaited under `key`."""
+        waiter = self._register(key)
         if isinstance(waiter, Outcome):
             return waiter
-        sink = layout("lnet_ping_info").size + C["LNET_INTERFACES_MIN"] * layout("lnet_ni_status").size
         try:
-            failed = self._send_lnet(self._header(C["LNET_MSG_GET"], 0, wmd=wmd, match_bits=C["LNET_PROTO_PING_MATCHBITS"],
-                                                  portal=C["LNET_RESERVED_PORTAL"], sink_length=sink))
+            failed = self._send_lnet(header, payload)
             if failed is not None:
                 return failed
             try:
                 item = waiter.queue.get(timeout=timeout)
             except queue.Empty:
-                return Outcome("timeout", f"no answer to the ping within {timeout:g} s")
-            return item if isinstance(item, Outcome) else Outcome("reply", reply=item)
+                return Outcome("timeout", f"no {what} within {timeout:g} s")
+            return item if isinstance(item, Outcome) else Outcome(kind, reply=item)
         finally:
-            self._unregister(("reply", wmd))
+            self._unregister(key)
 
     # -- exchanges ----------------------------------------------------------------------
 
@@ -462,7 +457,8 @@ class Connection:
             self.counts["handler_dropped"] += 1
 
     def _handle_loop(self) -> None:
-        while not self._closing:
+        # until closed here, or until the connection failed and what it delivered is handled
+        while not self._closing and (self.failure is None or not self._inbox.empty()):
             try:
                 msg = self._inbox.get(timeout=POLL)
             except queue.Empty:
