@@ -267,7 +267,8 @@ def test_capture_builders_write_what_the_codec_writes():
 
 class _Stream:
     def __init__(self, data: bytes):
-        self.buf, self.name, self.flip, self.version, self.started, self.saw_syn = bytearray(data), "s", False, None, False, True
+        self.buf, self.name, self.flip, self.version = bytearray(data), "s", False, None
+        self.started, self.saw_syn = False, True
 
 
 @pytest.mark.parametrize("version", [3, 4])

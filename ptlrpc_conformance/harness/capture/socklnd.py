@@ -245,7 +245,8 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
                     break
                 h = bytes(buf[start:start + hsize])
                 if wide:
-                    dst, src = nid16_str(h[at["dest_nid"]:at["dest_nid"] + 20]), nid16_str(h[at["src_nid"]:at["src_nid"] + 20])
+                    dst = nid16_str(h[at["dest_nid"]:at["dest_nid"] + 20])
+                    src = nid16_str(h[at["src_nid"]:at["src_nid"] + 20])
                 else:
                     dst = nid_str(struct.unpack_from("<Q", h, at["dest_nid"])[0])
                     src = nid_str(struct.unpack_from("<Q", h, at["src_nid"])[0])

@@ -118,7 +118,8 @@ def _invert(ctype: int) -> int:
     """The connection type the other side records for a hello's type (socklnd_cb.c:
     ksocknal_invert_type)."""
     table = {C["SOCKLND_CONN_ANY"]: C["SOCKLND_CONN_ANY"], C["SOCKLND_CONN_CONTROL"]: C["SOCKLND_CONN_CONTROL"],
-             C["SOCKLND_CONN_BULK_IN"]: C["SOCKLND_CONN_BULK_OUT"], C["SOCKLND_CONN_BULK_OUT"]: C["SOCKLND_CONN_BULK_IN"]}
+             C["SOCKLND_CONN_BULK_IN"]: C["SOCKLND_CONN_BULK_OUT"],
+             C["SOCKLND_CONN_BULK_OUT"]: C["SOCKLND_CONN_BULK_IN"]}
     return table.get(ctype, C["SOCKLND_CONN_NONE"])
 
 

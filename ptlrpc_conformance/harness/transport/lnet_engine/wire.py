@@ -131,7 +131,8 @@ def layout(name: str) -> Layout:
             except KeyError:                     # not LNet's own: the release's table
                 size = spec.layout(t).size * (count or 1)
         if row["offset"] != at:
-            raise ValueError(f"{SOURCE}: {name}.{row['name']} at offset {row['offset']}, the field before it ends at {at}")
+            raise ValueError(f"{SOURCE}: {name}.{row['name']} at offset {row['offset']}, "
+                             f"the field before it ends at {at}")
         fields.append(Field(row["name"], row["offset"], t, count, size))
         at += size
     if at != entry["size"]:
