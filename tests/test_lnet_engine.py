@@ -23,6 +23,7 @@ CLIENT = Nid.parse("127.0.0.2@tcp")
 OST_REQUEST_PORTAL, OSC_REPLY_PORTAL = 28, 4      # lustre_idl.h
 EARLY_SIZE = 224        # lustre_msg_early_size (ptlrpc/pack_generic.c): a final reply's offset with AT
 XID = 0x5F00000000001234
+INC_BIG = 0x0102030405060708
 WAIT = 5.0              # the longest any single wait here may take (none should come near)
 
 
@@ -513,3 +514,24 @@ def test_connection_refused_is_an_outcome(client):
     s.close()                                         # nothing listens there now
     out = client.connect("127.0.0.1", SERVER, port, privileged=False)
     assert out.kind == "refused" and not out.ok
+
+
+def test_listener_reads_a_big_endian_peer_and_answers_in_its_version():
+    """A peer writing big-endian (acceptor request, hello, ksock header) is read; the answer is
+    in the peer's version, with the inverted type (BULK_IN -> BULK_OUT), from the listener's NID;
+    the peer's PUT reaches the handler under the identity the listener gave it."""
+    got: queue.Queue = queue.Queue()
+    with Listener(Node(SERVER), "127.0.0.1", 0, accept_all=True, handler=lambda c, m: got.put(m)) as listener:
+        with socket.create_connection(listener.address, timeout=WAIT, source_address=("127.0.0.2", 0)) as sock:
+            hello = Hello(2, CLIENT, SERVER, 12345, 12345, INC_BIG, 0, C["SOCKLND_CONN_BULK_IN"], big=True)
+            sock.sendall(wire.AcceptorRequest(SERVER, big=True).pack() + hello.pack())
+            answer = wire.unpack_hello(_recv(sock, 56))
+            assert (answer.version, answer.ctype, answer.src_nid, answer.big) == (2, C["SOCKLND_CONN_BULK_OUT"],
+                                                                                  SERVER, False)
+            assert answer.src_incarnation == listener.node.incarnation
+            header = LnetHeader(C["LNET_MSG_PUT"], SERVER, CLIENT, 12345, 12345, 2, match_bits=9, portal=28)
+            sock.sendall(KsockHeader(C["KSOCK_MSG_LNET"]).pack(big=True) + header.pack() + b"hi")
+            msg = got.get(timeout=WAIT)
+            assert (msg.portal, msg.match_bits, msg.payload) == (28, 9, b"hi")
+            port = sock.getsockname()[1]
+            assert (msg.header.src_nid, msg.header.src_pid) == (CLIENT, port | C["LNET_PID_USERFLAG"])

@@ -700,10 +700,11 @@ class Listener:
         ctype = _invert(hello.ctype)
         if ctype == C["SOCKLND_CONN_NONE"]:
             return self._refuse(sock, peer, f"hello of type {hello.ctype}")
-        answer = Hello(hello.version, node.nid, peer_nid, node.pid, peer_pid, node.incarnation,
-                       hello.src_incarnation, ctype)
-        none = Hello(hello.version, node.nid, peer_nid, node.pid, peer_pid, node.incarnation,
-                     hello.src_incarnation, C["SOCKLND_CONN_NONE"]).pack()
+        # socklnd_cb.c: ksocknal_send_hello rewrites the received hello's source fields, the
+        # destination NID and the type; its dst_pid and dst_incarnation stay as they came
+        answer = Hello(hello.version, node.nid, peer_nid, node.pid, hello.dst_pid, node.incarnation,
+                       hello.dst_incarnation, ctype)
+        none = replace(answer, ctype=C["SOCKLND_CONN_NONE"]).pack()
         who = (peer_nid, peer_pid)
         with self._lock:
             known = self._incarnations.get(who)
