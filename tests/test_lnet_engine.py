@@ -535,3 +535,47 @@ def test_listener_reads_a_big_endian_peer_and_answers_in_its_version():
             assert (msg.portal, msg.match_bits, msg.payload) == (28, 9, b"hi")
             port = sock.getsockname()[1]
             assert (msg.header.src_nid, msg.header.src_pid) == (CLIENT, port | C["LNET_PID_USERFLAG"])
+
+
+def _can_bind_privileged() -> bool:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.2", 0))
+        s.close()
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        for port in range(1023, 511, -1):
+            try:
+                s.bind(("127.0.0.2", port))
+                return True
+            except PermissionError:
+                return False
+            except OSError:
+                continue
+        return False
+    finally:
+        s.close()
+
+
+@pytest.mark.skipif(not _can_bind_privileged(), reason="binding a port below 1024 needs root or CAP_NET_BIND_SERVICE")
+def test_privileged_peer_new_incarnation_and_duplicate():
+    """From a privileged port the hello's NID is trusted; the same NID with a new incarnation
+    has its connection closed and is answered NONE, then accepted on the retry (peer rebooted);
+    a second connection with the same incarnation is a duplicate, answered NONE every time."""
+    with Listener(Node(SERVER), "127.0.0.1", 0) as listener:
+        first = Node(CLIENT, incarnation=1)
+        a = first.connect("127.0.0.1", SERVER, listener.address[1])
+        assert a.kind == "connected", a
+        assert _first_connection(listener).peer_pid == 12345       # the hello's, not the port's
+        rebooted = Node(CLIENT, incarnation=2)
+        b = rebooted.connect("127.0.0.1", SERVER, listener.address[1])
+        assert b.kind == "connected", b
+        assert any("peer rebooted" in r for r in listener.refusals)
+        r = a.connection.exchange(OST_REQUEST_PORTAL, XID, b"q", reply_portal=OSC_REPLY_PORTAL, timeout=WAIT)
+        assert r.kind in ("closed", "reset")                        # the old incarnation's connection is gone
+        twin = Node(CLIENT, incarnation=2)
+        c = twin.connect("127.0.0.1", SERVER, listener.address[1], retries=1)
+        assert c.kind == "refused" and "NONE" in c.detail
+        assert any("duplicate" in r for r in listener.refusals)
+        for n in (first, rebooted, twin):
+            n.close()
