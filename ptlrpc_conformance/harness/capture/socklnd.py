@@ -1,7 +1,8 @@
 """LNet's TCP transport (socklnd): NIDs, the acceptor request, hellos and `ksock_msg` framing,
 built (for the capture writer) and parsed (for the capture reader).
 
-Wire facts (from Lustre's headers, paraphrased; no Lustre code is included):
+Wire facts (from Lustre's headers, paraphrased; no Lustre code is included; the constants,
+sizes and offsets used below are spec/lnet.yaml's, the portal sets spec/target.yaml's):
 
 - socklnd listens on TCP port 988.  A connection opens with the *acceptor request* the
   connecting side sends (`lnet_acceptor_connreq`: magic 0xACCE7100, version 1, the target's
