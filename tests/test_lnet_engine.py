@@ -579,3 +579,19 @@ def test_privileged_peer_new_incarnation_and_duplicate():
         assert any("duplicate" in r for r in listener.refusals)
         for n in (first, rebooted, twin):
             n.close()
+
+
+@pytest.mark.parametrize("first", [
+    wire.layout("lnet_acceptor_connreq").pack({"acr_magic": C["LNET_PROTO_ACCEPTOR_MAGIC"], "acr_version": 3}),
+    Hello(3, CLIENT, SERVER, 12345, 12345, 1, 0, 1).pack(),
+])
+def test_listener_answers_an_unknown_acceptor_version_or_a_hello_with_its_own_version(first):
+    """acceptor.c: lnet_accept answers an acceptor request of another version, or a hello where
+    the request belongs, with magic and version 1, then closes."""
+    with Listener(Node(SERVER), "127.0.0.1", 0, accept_all=True) as listener:
+        with socket.create_connection(listener.address, timeout=WAIT) as sock:
+            sock.sendall(first)
+            answer = _recv(sock, 16)
+            assert wire.unpack_acceptor(answer).version == 1
+            assert sock.recv(1) == b""
+        assert len(listener.refusals) == 1

@@ -658,10 +658,18 @@ class Listener:
                              name=f"lnet handshake {peer[0]}:{peer[1]}").start()
 
     def _refuse(self, sock: socket.socket, peer, why: str, answer: bytes = b"") -> None:
+        """Record why, send `answer` if any, close.  Bytes the peer sent that were not read
+        would make the close a reset that can destroy the answer: they are read first, for a
+        moment at most."""
         self.refusals.append(f"{peer[0]}:{peer[1]}: {why}")
         try:
             if answer:
                 sock.sendall(answer)
+                sock.shutdown(socket.SHUT_WR)
+                sock.settimeout(POLL)
+                for _ in range(16):
+                    if not sock.recv(1 << 12):
+                        break
         except OSError:
             pass
         sock.close()
