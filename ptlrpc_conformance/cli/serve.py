@@ -30,7 +30,7 @@ def cmd_serve(argv: list[str]) -> int:
                         "restart, end_recovery, stop)")
     p.add_argument("--control-port", type=int, metavar="PORT",
                    help="the same on a TCP port of 127.0.0.1 (0: any free port, printed at start)")
-    options.add_arguments(p, options.command_options("decode"))      # --iut and --timeout
+    options.add_arguments(p, options.command_options("decode"))      # --iut and --iut-timeout
     args = p.parse_args(argv)
     try:
         host, port = lnet_serve.parse_listen(args.listen)
@@ -41,7 +41,7 @@ def cmd_serve(argv: list[str]) -> int:
         p.error("--control and --control-port: give one of them")
     if args.control_port is not None and not 0 <= args.control_port <= 65535:
         p.error(f"--control-port: {args.control_port} is not a TCP port")
-    status, adapter = iut_preflight(args.iut, args.timeout)
+    status, adapter = iut_preflight(args.iut, args.iut_timeout)
     if status is not None:
         return status
     try:

@@ -188,8 +188,9 @@ class Server:
                     self._pending.clear()
                 if op == "end_recovery":
                     self._deliver_deferred(result.get("replies"))
+            live = [c for c in self.listener.connections if c.alive]
             result.update(incarnation=self.node.incarnation, counts=dict(self.counts),
-                          connections=[c.name for c in self.listener.connections if c.alive])
+                          clients=[client_id(c.peer_nid, c.peer_pid) for c in live])
             self._say(f"{op}: done")
             return {"ok": True, "result": result}
 

@@ -1,0 +1,199 @@
+"""`ptlrpc-conformance serve` on loopback: the command runs in a process of its own, serving the
+reference; an LNet engine connects to it as a client from an unprivileged port (`--accept-all`)
+and sends requests the suite's own packer builds (harness/ost/client.py, wire.py).  Each reply
+must come on the reply portal with the request's match bits at the offset the request asked
+for, and hold what the in-process reference answers to the same requests from the same client.
+The control socket restarts the server (connections drop, a new incarnation) and stops it."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from ptlrpc_conformance.harness.ost import wire
+from ptlrpc_conformance.harness.ost.client import C, Client
+from ptlrpc_conformance.harness.transport.lnet_engine.node import Node
+from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
+from ptlrpc_conformance.harness.transport.lnet_serve import client_id, control_call, reply_offset
+from ptlrpc_conformance.harness.transport.loader import load_adapter
+
+SERVER = Nid.parse("127.0.0.1@tcp")
+CLIENT = Nid.parse("127.0.0.2@tcp")
+OST_REQUEST_PORTAL, OST_CREATE_PORTAL, OSC_REPLY_PORTAL = 28, 7, 4    # lustre_idl.h
+EARLY_SIZE = 224        # lustre_msg_early_size (test_lnet_engine.py derives it from the layouts)
+WAIT = 10.0             # the longest any single wait here may take (none should come near)
+
+
+class Served:
+    """A `serve --iut reference` process on 127.0.0.1, port chosen by the system."""
+
+    def __init__(self, tmp_path):
+        self.control = str(tmp_path / "control.sock")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "127.0.0.1:0", "--iut",
+             "reference", "--accept-all", "--control", self.control],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith("serving "):
+            self.proc.kill()
+            raise AssertionError(f"serve did not start: {line!r} {self.proc.stderr.read()}")
+        self.port = int(line.split(" on ")[1].split(",")[0].rsplit(":", 1)[1])
+
+    def wait(self) -> int:
+        try:
+            return self.proc.wait(timeout=WAIT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("serve did not end")
+
+
+@pytest.fixture
+def served(tmp_path):
+    s = Served(tmp_path)
+    yield s
+    if s.proc.poll() is None:
+        s.proc.kill()
+        s.proc.wait()
+
+
+@pytest.fixture
+def node():
+    n = Node(CLIENT, stall_timeout=2.0, send_timeout=2.0)
+    yield n
+    n.close()
+
+
+def _connect(node, served):
+    out = node.connect("127.0.0.1", SERVER, served.port, privileged=False)
+    assert out.kind == "connected", out
+    return out.connection
+
+
+def _exchange(conn, xid, data, portal=OST_REQUEST_PORTAL):
+    out = conn.exchange(portal, xid, data, reply_portal=OSC_REPLY_PORTAL, at=bool(reply_offset(data)), timeout=WAIT)
+    assert out.kind == "reply", out
+    return out.reply
+
+
+class InProcess:
+    """The same requests to the reference in-process, from the client `serve` says sent them."""
+
+    def __init__(self):
+        self.adapter = load_adapter("reference")
+        self.adapter.start()
+
+    def exchange(self, client, xid, data):
+        out = self.adapter.call({"op": "exchange", "data": data.hex(), "xid": xid, "client": client})
+        assert out.ok, out
+        return bytes.fromhex(out.result["data"]) if out.result["data"] is not None else None
+
+    def restart(self):
+        assert self.adapter.call({"op": "restart"}).ok
+
+
+def _served_client(served) -> str:
+    """The identity serve gives the one connected client (its status lists them)."""
+    status = control_call(served.control, "status")
+    assert status["ok"], status
+    (who,) = status["result"]["clients"]
+    return who
+
+
+def test_connect_statfs_disconnect_as_the_reference_answers(served, node):
+    """OST_CONNECT and OST_DISCONNECT to portal 28, OST_STATFS to portal 7 (as osc_statfs sends
+    it): each reply on portal 4 with the request's XID as match bits, at offset 224 (the requests
+    ask for adaptive timeouts), equal to the in-process reference's reply to the same requests
+    from the same client."""
+    conn = _connect(node, served)
+    local_port = conn._sock.getsockname()[1]
+    who = _served_client(served)
+    # an unprivileged peer is known by its address and pid port | LNET_PID_USERFLAG: "U<port>-NID"
+    assert who == f"U{local_port}-{CLIENT}"
+    c, ref = Client("lnet", 0x1000), InProcess()
+    sent = []
+    xid, data = c.connect()
+    sent.append((xid, data, _exchange(conn, xid, data)))
+    c.cookie = wire.parse(sent[0][2].payload, "reply").body["pb_handle"]
+    for opc, portal in (("OST_STATFS", OST_CREATE_PORTAL), ("OST_DISCONNECT", OST_REQUEST_PORTAL)):
+        xid, data = c.request(opc)
+        sent.append((xid, data, _exchange(conn, xid, data, portal)))
+    for xid, data, rep in sent:
+        assert (rep.portal, rep.match_bits, rep.offset) == (OSC_REPLY_PORTAL, xid, EARLY_SIZE)
+        assert rep.payload == ref.exchange(who, xid, data)
+    assert [wire.parse(r.payload, "reply").status for _, _, r in sent] == [0, 0, 0]
+    assert control_call(served.control, "status")["result"]["counts"]["requests"] == 3
+
+
+def test_a_request_without_adaptive_timeouts_is_answered_at_offset_0(served, node):
+    conn = _connect(node, served)
+    xid, data = Client("noat", 0x1000).request("OST_CONNECT", Client("noat", 0x1000).connect_buffers(),
+                                       op_flags=C("MSG_CONNECT_INITIAL"), conn_cnt=1, lm_flags=0)
+    rep = _exchange(conn, xid, data)
+    assert (rep.portal, rep.match_bits, rep.offset) == (OSC_REPLY_PORTAL, xid, 0)
+    assert rep.payload == InProcess().exchange(_served_client(served), xid, data)
+
+
+def test_a_put_to_a_portal_no_ost_service_has_gets_no_reply(served, node):
+    """Portal 12 is the MDS's: no buffer there, nothing answers (and the connection stays)."""
+    conn = _connect(node, served)
+    xid, data = Client("mds", 0x1000).connect()
+    out = conn.exchange(12, xid, data, reply_portal=OSC_REPLY_PORTAL, timeout=0.5, max_wait=0.5)
+    assert out.kind == "timeout", out
+    assert control_call(served.control, "status")["result"]["counts"]["not_ost_portal"] == 1
+    assert _exchange(conn, xid, data).offset == EARLY_SIZE
+
+
+def test_restart_drops_connections_and_a_new_incarnation_serves_the_client_again(served, node):
+    conn = _connect(node, served)
+    first_incarnation = conn.peer_incarnation
+    c, ref = Client("r", 0x1000), InProcess()
+    who = _served_client(served)
+    xid, data = c.connect()
+    rep = _exchange(conn, xid, data)
+    assert rep.payload == ref.exchange(who, xid, data)
+    c.cookie = wire.parse(rep.payload, "reply").body["pb_handle"]
+    answer = control_call(served.control, "restart")
+    assert answer["ok"], answer
+    assert answer["result"]["incarnation"] != first_incarnation
+    ref.restart()
+    for _ in range(int(WAIT / 0.05)):        # the connection is closed by the server (bounded)
+        if not conn.alive:
+            break
+        time.sleep(0.05)
+    assert conn.failure is not None and conn.failure.kind in ("closed", "reset"), conn.failure
+    again = _connect(node, served)
+    assert again is not conn and again.peer_incarnation == answer["result"]["incarnation"]
+    who = _served_client(served)
+    xid, data = c.connect()              # the reconnect of a known client, to a recovering target
+    rep = _exchange(again, xid, data)
+    assert rep.offset == EARLY_SIZE and rep.payload == ref.exchange(who, xid, data)
+
+
+def test_stop_on_the_control_socket_ends_the_process(served):
+    assert control_call(served.control, "stop") == {"ok": True, "result": {}}
+    assert served.wait() == 0
+    assert not os.path.exists(served.control)
+
+
+def test_sigterm_ends_the_process_cleanly(served):
+    served.proc.send_signal(signal.SIGTERM)
+    assert served.wait() == 0
+    assert "stopped" in served.proc.stderr.read()
+
+
+def test_an_unknown_control_operation_is_refused_by_name(served):
+    answer = control_call(served.control, "reboot")
+    assert answer["ok"] is False and "'reboot'" in answer["error"]
+
+
+def test_a_bad_listen_address_is_a_usage_error():
+    done = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "localhost:988"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "'localhost' is not an IP address" in done.stderr
