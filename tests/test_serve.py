@@ -11,6 +11,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -197,3 +198,70 @@ def test_a_bad_listen_address_is_a_usage_error():
     done = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "localhost:988"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "'localhost' is not an IP address" in done.stderr
+
+
+def test_an_iut_that_is_not_a_target_is_refused():
+    """The echo testee decodes only (capability decode): serve says so and exits 3."""
+    done = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "127.0.0.1:0",
+                           "--iut", f"exec:{sys.executable} -m ptlrpc_conformance.harness.transport.echo_testee"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3 and "does not declare capability 'target'" in done.stderr
+
+
+class Deferring:
+    """A target testee that holds the first request of the client it was told about and sends
+    its reply while handling the next request of any other client (as a recovering target
+    answers a held replay): serve must deliver each reply to the peer whose request it answers,
+    at that request's offset."""
+
+    def __init__(self):
+        self.held = None
+
+    def handle(self, request: dict) -> dict:
+        op = request.get("op")
+        if op == "hello":
+            return {"ok": True, "result": {"name": "deferring", "version": "1", "capabilities": ["target"],
+                                           "protocol": 1}}
+        if op == "exchange":
+            data = "ee" * 8 + request["data"][:16]
+            if self.held is None:
+                self.held = {"client": request["client"], "xid": request["xid"], "data": data}
+                return {"ok": True, "result": {"data": None}}
+            held, self.held = self.held, None
+            return {"ok": True, "result": {"data": data, "replies": [held]}}
+        return {"ok": False, "error": "EOPNOTSUPP"}
+
+
+def test_a_deferred_reply_goes_to_the_peer_whose_request_it_answers():
+    from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
+    from ptlrpc_conformance.harness.transport.lnet_serve import Server
+    adapter = InProcessAdapter(Deferring(), description="deferring")
+    adapter.start()
+    server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
+    first, second = Node(CLIENT), Node(Nid.parse("127.0.0.3@tcp"))
+    try:
+        a = first.connect("127.0.0.1", SERVER, server.address[1], privileged=False).connection
+        b = second.connect("127.0.0.1", SERVER, server.address[1], privileged=False).connection
+        _, held = Client("a", 0x1000).request("OST_CONNECT", lm_flags=0)       # answered at offset 0
+        _, now = Client("b", 0x2000).request("OST_CONNECT")                     # answered at 224
+        results = {}
+        waiting = threading.Thread(
+            target=lambda: results.update(a=a.exchange(OST_REQUEST_PORTAL, 0x111, held,
+                                                       reply_portal=OSC_REPLY_PORTAL, at=False, timeout=WAIT)))
+        waiting.start()
+        for _ in range(int(WAIT / 0.05)):            # the held request has reached the testee
+            if server.counts["requests"] == 1:
+                break
+            time.sleep(0.05)
+        got = _exchange(b, 0x222, now)
+        waiting.join(WAIT)
+        assert (got.match_bits, got.offset, got.payload) == (0x222, EARLY_SIZE, b"\xee" * 8 + now[:8])
+        deferred = results["a"]
+        assert deferred.kind == "reply", deferred
+        assert (deferred.reply.match_bits, deferred.reply.offset, deferred.reply.payload) == \
+            (0x111, 0, b"\xee" * 8 + held[:8])
+        assert server.counts["deferred_delivered"] == 1
+    finally:
+        first.close()
+        second.close()
+        server.close()
