@@ -92,7 +92,7 @@ class Server:
         self.address = self.listener.address
         self.stopped = threading.Event()
         self.counts = {"requests": 0, "replies": 0, "deferred_delivered": 0, "undeliverable": 0,
-                       "not_ost_portal": 0, "iut_failed": 0}
+                       "not_ost_portal": 0, "iut_failed": 0, "lost_in_restart": 0}
         self._log = log
         self._lock = threading.Lock()               # one call into the IUT at a time
         self._pending: OrderedDict[tuple[str, int], int] = OrderedDict()   # (client, xid) -> reply offset
@@ -118,6 +118,9 @@ class Server:
             return
         client, xid = client_id(conn.peer_nid, conn.peer_pid), msg.match_bits
         with self._lock:
+            if not conn.alive:          # dropped meanwhile (a restart): the request died with it
+                self.counts["lost_in_restart"] += 1
+                return
             self.counts["requests"] += 1
             self._peers[client] = conn
             self._pending[(client, xid)] = reply_offset(msg.payload)
