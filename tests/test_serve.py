@@ -33,11 +33,11 @@ WAIT = 10.0             # the longest any single wait here may take (none should
 class Served:
     """A `serve --iut reference` process on 127.0.0.1, port chosen by the system."""
 
-    def __init__(self, tmp_path):
+    def __init__(self, tmp_path, control: list[str] | None = None):
         self.control = str(tmp_path / "control.sock")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "127.0.0.1:0", "--iut",
-             "reference", "--accept-all", "--control", self.control],
+             "reference", "--accept-all"] + (control or ["--control", self.control]),
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)
         line = self.proc.stdout.readline() if ready else ""
@@ -45,6 +45,8 @@ class Served:
             self.proc.kill()
             raise AssertionError(f"serve did not start: {line!r} {self.proc.stderr.read()}")
         self.port = int(line.split(" on ")[1].split(",")[0].rsplit(":", 1)[1])
+        if control:
+            self.control = line.rstrip().rsplit("control ", 1)[1]
 
     def wait(self) -> int:
         try:
@@ -181,6 +183,20 @@ def test_stop_on_the_control_socket_ends_the_process(served):
     assert control_call(served.control, "stop") == {"ok": True, "result": {}}
     assert served.wait() == 0
     assert not os.path.exists(served.control)
+
+
+def test_the_control_socket_on_a_loopback_port(tmp_path):
+    served = Served(tmp_path, ["--control-port", "0"])
+    try:
+        assert served.control.startswith("127.0.0.1:")
+        status = control_call(served.control, "status")
+        assert status["ok"] and status["result"]["clients"] == []
+        assert control_call(served.control, "stop")["ok"]
+        assert served.wait() == 0
+    finally:
+        if served.proc.poll() is None:
+            served.proc.kill()
+            served.proc.wait()
 
 
 def test_sigterm_ends_the_process_cleanly(served):
