@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.client import C, Client
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Node
@@ -281,3 +282,68 @@ def test_a_deferred_reply_goes_to_the_peer_whose_request_it_answers():
         first.close()
         second.close()
         server.close()
+
+
+class GrantsRepMbits:
+    """A target testee that grants OBD_CONNECT_FLAGS2 + OBD_CONNECT2_REP_MBITS to every connect
+    (the reference grants only what spec/target.yaml lists, without REP_MBITS) and answers any
+    other request with an empty REPLY."""
+
+    def handle(self, request: dict) -> dict:
+        if request.get("op") == "hello":
+            return {"ok": True, "result": {"name": "rep-mbits", "version": "1", "capabilities": ["target"],
+                                           "protocol": 1}}
+        req = wire.parse(bytes.fromhex(request["data"]), "request")
+        body = wire.pack_body({"pb_type": wire.REPLY, "pb_opc": req.body["pb_opc"], "pb_handle": 7,
+                               "pb_version": req.body["pb_version"]})
+        buffers = [body]
+        if req.body["pb_opc"] == C("OST_CONNECT"):
+            buffers.append(wire.pack_struct("obd_connect_data", {
+                "ocd_connect_flags": C("OBD_CONNECT_FLAGS2") | C("OBD_CONNECT_FULL20"),
+                "ocd_connect_flags2": C("OBD_CONNECT2_REP_MBITS")}))
+        return {"ok": True, "result": {"data": wire.pack_message(buffers).hex()}}
+
+
+def test_a_client_granted_rep_mbits_is_answered_on_its_pb_mbits(node):
+    """With OBD_CONNECT2_REP_MBITS granted, the reply to a request other than a connect goes to
+    the request's pb_mbits (service.c: ptlrpc_server_handle_req_in; niobuf.c:
+    ptlrpc_send_reply); the connect's own reply keeps the XID."""
+    from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
+    from ptlrpc_conformance.harness.transport.lnet_serve import Server
+    adapter = InProcessAdapter(GrantsRepMbits(), description="rep-mbits")
+    adapter.start()
+    server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
+    try:
+        conn = node.connect("127.0.0.1", SERVER, server.address[1], privileged=False).connection
+        c = Client("mbits", 0x1000)
+        xid, data = c.connect()
+        assert _exchange(conn, xid, data).match_bits == xid
+        c.cookie = 7
+        xid, data = c.request("OST_STATFS")
+        mbits = xid | (1 << 40)
+        # pb_mbits set as a client sets it (niobuf.c: ptl_send_rpc); the body is the one buffer
+        body_at = -(-(spec.layout("lustre_msg_v2").field("lm_buflens").offset + 4) // 8) * 8
+        field = spec.layout("ptlrpc_body_v3").field("pb_mbits")
+        data = data[:body_at + field.offset] + mbits.to_bytes(8, "little") + data[body_at + field.end:]
+        assert wire.parse(data, "request").body["pb_mbits"] == mbits
+        assert conn.put(OST_CREATE_PORTAL, xid, data).kind == "sent"
+        for _ in range(int(WAIT / 0.05)):            # nobody waits on either match bits: it is kept
+            if conn.unmatched:
+                break
+            time.sleep(0.05)
+        (reply,) = conn.unmatched
+        assert (reply.portal, reply.match_bits, reply.offset) == (OSC_REPLY_PORTAL, mbits, EARLY_SIZE)
+    finally:
+        server.close()
+
+
+def test_the_reference_does_not_grant_rep_mbits_so_its_replies_keep_the_xid():
+    """The reference grants what spec/target.yaml lists (no REP_MBITS): serve's reading of its
+    connect reply says so."""
+    from ptlrpc_conformance.harness.transport.lnet_serve import granted_rep_mbits
+    c = Client("plain", 0x1000)
+    xid, data = c.request("OST_CONNECT", c.connect_buffers(flags=C("OBD_CONNECT_FLAGS2"),
+                                                           flags2=C("OBD_CONNECT2_REP_MBITS")),
+                          op_flags=C("MSG_CONNECT_INITIAL"), conn_cnt=1)
+    assert granted_rep_mbits(InProcess().exchange("12345-127.0.0.2@tcp", xid, data)) is False
+    assert granted_rep_mbits(wire.pack_message([wire.pack_body({"pb_type": wire.ERR})])) is None

@@ -11,7 +11,9 @@ behind an LNet node (lnet_engine/node.py: `Listener`) and reached by real LNet p
   "U<port>-NID" for a peer on an unprivileged port).  A PUT to any other portal finds no
   buffer and is dropped, as LNet drops it.
 - The reply is a PUT to the requester on the OST services' reply portal (OSC_REPLY_PORTAL 4,
-  spec/lnet.yaml) with the request's match bits (ptlrpc/niobuf.c: ptlrpc_send_reply), at
+  spec/lnet.yaml) with the request's match bits, or its pb_mbits when the client's connect
+  was granted OBD_CONNECT2_REP_MBITS and the request is not a connect (ptlrpc/niobuf.c:
+  ptlrpc_send_reply; ptlrpc/service.c: ptlrpc_server_handle_req_in), at
   offset `lustre_msg_early_size` (224) when the request's lm_flags asked for adaptive timeouts,
   else 0 (ptlrpc/sec_null.c: null_authorize).  Replies the IUT sends later (deferred during
   recovery, listed in an exchange's `replies` or in `end_recovery`'s) go the same way to the
@@ -22,8 +24,7 @@ The control operations (`Server.control`) are what `serve`'s control socket carr
 `reset` (the IUT's reset), `restart` (every connection dropped, a new incarnation, the IUT's
 restart: a server that rebooted), `end_recovery` (its replies delivered) and `stop`.
 
-Not done yet: replies always carry the request's match bits (a client granted
-OBD_CONNECT2_REP_MBITS expects pb_mbits), no early replies are sent, and no MGS is served.
+Not done yet: no early replies are sent, and no MGS is served.
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ OST_PORTALS = frozenset(p for p, row in spec.target()["portals"]["requests"].ite
 REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
 AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
+CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
+REPLY = spec.constant("PTL_RPC_MSG_REPLY")
+FLAGS2, REP_MBITS = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REP_MBITS")
 _HDR = spec.layout("lustre_msg_v2")
 MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
 MAX_CONTROL_LINE = 1 << 16    # a control request longer than this is refused
@@ -81,6 +85,50 @@ def reply_offset(request: bytes) -> int:
     return 0
 
 
+def _buffers(data: bytes) -> tuple[list[bytes], str] | None:
+    """The buffers of a lustre_msg_v2 and its byte order (told by lm_magic), or None when the
+    bytes are not one."""
+    magic, count_at, lens = _HDR.field("lm_magic"), _HDR.field("lm_bufcount"), _HDR.field("lm_buflens")
+    if len(data) < lens.offset:
+        return None
+    order = next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
+    if order is None:
+        return None
+    count = int.from_bytes(data[count_at.offset:count_at.end], order)
+    at = _round8(lens.offset + lens.elem_size * count)
+    if len(data) < at:
+        return None
+    out = []
+    for i in range(count):
+        start = lens.offset + lens.elem_size * i
+        n = int.from_bytes(data[start:start + lens.elem_size], order)
+        if at + n > len(data):
+            return None
+        out.append(data[at:at + n])
+        at += _round8(n)
+    return out, order
+
+
+def _field(message: tuple[list[bytes], str] | None, index: int, struct: str, name: str) -> int | None:
+    """A field of buffer `index` of a message _buffers read, or None when it is not there."""
+    if message is None or len(message[0]) <= index:
+        return None
+    f, buf = spec.layout(struct).field(name), message[0][index]
+    return int.from_bytes(buf[f.offset:f.end], message[1]) if len(buf) >= f.end else None
+
+
+def granted_rep_mbits(reply: bytes) -> bool | None:
+    """Whether a connect reply granted OBD_CONNECT2_REP_MBITS (with OBD_CONNECT_FLAGS2, without
+    which the second flags word does not count: lustre_export.h: exp_connect_flags2); None for
+    a reply that is not a successful connect (it changes nothing)."""
+    msg = _buffers(reply)
+    if _field(msg, 0, "ptlrpc_body_v3", "pb_type") != REPLY or _field(msg, 0, "ptlrpc_body_v3", "pb_status") != 0:
+        return None
+    flags = _field(msg, 1, "obd_connect_data", "ocd_connect_flags") or 0
+    flags2 = _field(msg, 1, "obd_connect_data", "ocd_connect_flags2") or 0
+    return bool(flags & FLAGS2 and flags2 & REP_MBITS)
+
+
 class Server:
     """A target IUT (a started adapter) served as an OST by an LNet node `nid` listening on
     host:port (port 0: any free port; `address` says which)."""
@@ -95,8 +143,10 @@ class Server:
                        "not_ost_portal": 0, "iut_failed": 0, "lost_in_restart": 0}
         self._log = log
         self._lock = threading.Lock()               # one call into the IUT at a time
-        self._pending: OrderedDict[tuple[str, int], int] = OrderedDict()   # (client, xid) -> reply offset
+        # (client, xid) -> (the reply's offset, its match bits)
+        self._pending: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
         self._peers: dict[str, Connection] = {}     # client -> its latest connection
+        self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
 
     def start(self) -> "Server":
         self.listener.start()
@@ -123,7 +173,12 @@ class Server:
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
-            self._pending[(client, xid)] = reply_offset(msg.payload)
+            request = _buffers(msg.payload)
+            opc = _field(request, 0, "ptlrpc_body_v3", "pb_opc")
+            mbits = _field(request, 0, "ptlrpc_body_v3", "pb_mbits") if client in self._rep_mbits else None
+            if opc in CONNECTS or not mbits:
+                mbits = xid
+            self._pending[(client, xid)] = (reply_offset(msg.payload), mbits)
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
             outcome = self.adapter.call({"op": "exchange", "data": msg.payload.hex(), "xid": xid, "client": client})
@@ -132,14 +187,19 @@ class Server:
                 self._say(f"exchange from {client} xid {xid:#x}: {outcome.describe()}: no reply sent")
                 return
             self._deliver_deferred(outcome.result.get("replies"))
-            self._reply(client, xid, outcome.result.get("data"), conn)
+            if self._reply(client, xid, outcome.result.get("data"), conn) and opc in CONNECTS:
+                granted = granted_rep_mbits(bytes.fromhex(outcome.result["data"]))
+                if granted:
+                    self._rep_mbits.add(client)
+                elif granted is False:
+                    self._rep_mbits.discard(client)
 
     def _reply(self, client: str, xid: int, data, conn: Connection | None = None) -> bool:
         """PUT the reply (hex) to `client`'s request `xid`; nothing when `data` is null (a
         dropped request, or one whose reply is deferred: its offset is kept)."""
         if data is None:
             return False
-        offset = self._pending.pop((client, xid), None)
+        offset, mbits = self._pending.pop((client, xid), (None, xid))
         conn = conn if conn is not None else self._peers.get(client)
         try:
             payload = bytes.fromhex(data) if isinstance(data, str) else None
@@ -153,7 +213,7 @@ class Server:
             self.counts["undeliverable"] += 1
             self._say(f"reply to {client} xid {xid:#x}: no connection or request for it: not sent")
             return False
-        out = conn.put(REPLY_PORTAL, xid, payload, offset=offset)
+        out = conn.put(REPLY_PORTAL, mbits, payload, offset=offset)
         if not out.ok:
             self._say(f"reply to {client} xid {xid:#x}: {out.kind}: {out.detail}")
             return False
@@ -189,6 +249,7 @@ class Server:
                 result = dict(outcome.result)
                 if op == "reset":
                     self._pending.clear()
+                    self._rep_mbits.clear()
                 if op == "end_recovery":
                     self._deliver_deferred(result.get("replies"))
             live = [c for c in self.listener.connections if c.alive]
@@ -203,6 +264,7 @@ class Server:
             c.close()
         self._pending.clear()
         self._peers.clear()
+        self._rep_mbits.clear()
 
 
 class ControlSocket:
