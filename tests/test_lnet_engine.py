@@ -581,6 +581,51 @@ def test_privileged_peer_new_incarnation_and_duplicate():
             n.close()
 
 
+def _typed_hello(listener, port: int, ctype: int, opened: list) -> Hello:
+    """Dial from 127.0.0.2:`port` as CLIENT (incarnation 7) with a hello of type `ctype`; the
+    listener's answer.  The socket is added to `opened`, for the caller to close."""
+    sock = socket.socket()
+    opened.append(sock)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.2", port))
+    sock.settimeout(WAIT)
+    sock.connect(listener.address)
+    sock.sendall(wire.AcceptorRequest(SERVER).pack() + Hello(3, CLIENT, SERVER, 12345, 12345, 7, 0, ctype).pack())
+    head = _recv(sock, 8)
+    answer = wire.unpack_hello(head + _recv(sock, wire.hello_size(head) - 8))
+    return answer
+
+
+@pytest.mark.skipif(not _can_bind_privileged(), reason="binding a port below 1024 needs root or CAP_NET_BIND_SERVICE")
+def test_a_kernel_peer_s_typed_connections_are_not_duplicates():
+    """A kernel client opens CONTROL, BULK_IN and BULK_OUT connections (typed_conns): each is
+    answered with the inverted type; only a second one of a type already open is a duplicate,
+    answered NONE (socklnd.c: ksocknal_create_conn compares the types)."""
+    ctl, bin_, bout = (C[f"SOCKLND_CONN_{t}"] for t in ("CONTROL", "BULK_IN", "BULK_OUT"))
+    free = [p for p in range(1023, 511, -1) if _port_free(p)][:4]
+    opened: list = []
+    try:
+        with Listener(Node(SERVER), "127.0.0.1", 0) as listener:
+            answers = [_typed_hello(listener, port, t, opened).ctype
+                       for port, t in zip(free, (ctl, bin_, bout, bin_))]
+            assert answers == [ctl, bout, bin_, C["SOCKLND_CONN_NONE"]]
+            assert sum("duplicate" in r for r in listener.refusals) == 1
+    finally:
+        for sock in opened:
+            sock.close()
+
+
+def _port_free(port: int) -> bool:
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.2", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 @pytest.mark.parametrize("first", [
     wire.layout("lnet_acceptor_connreq").pack({"acr_magic": C["LNET_PROTO_ACCEPTOR_MAGIC"], "acr_version": 3}),
     Hello(3, CLIENT, SERVER, 12345, 12345, 1, 0, 1).pack(),

@@ -14,7 +14,8 @@ Both roles (the facts are spec/lnet.yaml's; the behaviour cited is Lustre 2.17.5
 - **Accept** (`Listener`): the acceptor request must name this node's NID (acceptor.c:
   lnet_accept), the source port must be privileged unless `accept_all`; the hello is answered
   in the peer's version with the inverted type; a peer with a new incarnation has its
-  connections closed and is answered NONE (ksocknal_create_conn, "peer rebooted").  A peer on
+  connections closed and is answered NONE (ksocknal_create_conn, "peer rebooted"), and so is
+  a second connection of a type the peer has open already (a duplicate).  A peer on
   an unprivileged port is known by the listener's net and its IP address and the pid
   port | LNET_PID_USERFLAG, as socklnd_cb.c: ksocknal_recv_hello and
   ksocknal_process_receive make it.
@@ -185,8 +186,9 @@ class Connection:
 
     def __init__(self, node: "Node", sock: socket.socket, *, peer_nid: Nid, peer_pid: int, version: int,
                  peer_big: bool, peer_incarnation: int, handler: Callable[["Connection", Message], None] | None = None,
-                 userspace_peer: bool = False, name: str = ""):
+                 userspace_peer: bool = False, name: str = "", ctype: int = C["SOCKLND_CONN_CONTROL"]):
         self.node, self.peer_nid, self.peer_pid = node, peer_nid, peer_pid
+        self.ctype = ctype                  # this side's type of the connection
         self.version, self.peer_incarnation = version, peer_incarnation
         self.wide = version == C["KSOCK_PROTO_V4"]
         self.name = name or f"{peer_nid}"
@@ -722,7 +724,10 @@ class Listener:
                 del self._incarnations[who]
             else:
                 self._incarnations[who] = hello.src_incarnation
-            duplicate = any(c.alive for c in stale)
+            # socklnd.c: ksocknal_create_conn refuses a duplicate of a connection of the same
+            # type (one per type: conns_per_peer 1); a client's typed connections (CONTROL,
+            # BULK_IN, BULK_OUT) are not duplicates of each other
+            duplicate = any(c.alive and c.ctype == ctype for c in stale)
         if rebooted:
             for c in stale:
                 c.close()
@@ -736,7 +741,7 @@ class Listener:
             return self._refuse(sock, peer, f"answering the hello: {exc}")
         conn = Connection(node, sock, peer_nid=peer_nid, peer_pid=peer_pid, version=hello.version,
                           peer_big=hello.big, peer_incarnation=hello.src_incarnation, handler=self.handler,
-                          userspace_peer=userspace, name=f"{peer_nid} from {peer[0]}:{peer[1]}")
+                          userspace_peer=userspace, name=f"{peer_nid} from {peer[0]}:{peer[1]}", ctype=ctype)
         with self._lock:
             if self._closing:
                 conn.close()
