@@ -347,3 +347,21 @@ def test_the_reference_does_not_grant_rep_mbits_so_its_replies_keep_the_xid():
                           op_flags=C("MSG_CONNECT_INITIAL"), conn_cnt=1)
     assert granted_rep_mbits(InProcess().exchange("12345-127.0.0.2@tcp", xid, data)) is False
     assert granted_rep_mbits(wire.pack_message([wire.pack_body({"pb_type": wire.ERR})])) is None
+
+
+def test_restart_of_an_iut_without_capability_restart_is_refused_and_drops_nothing(node):
+    from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
+    from ptlrpc_conformance.harness.transport.lnet_serve import Server
+    adapter = InProcessAdapter(GrantsRepMbits(), description="rep-mbits")     # capability target only
+    adapter.start()
+    server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
+    try:
+        conn = node.connect("127.0.0.1", SERVER, server.address[1], privileged=False).connection
+        before = server.node.incarnation
+        answer = server.control("restart")
+        assert answer["ok"] is False and "capability 'restart'" in answer["error"]
+        assert conn.alive and server.node.incarnation == before
+        xid, data = Client("still", 0x1000).connect()
+        assert _exchange(conn, xid, data).match_bits == xid
+    finally:
+        server.close()

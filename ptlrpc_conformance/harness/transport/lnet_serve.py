@@ -235,14 +235,14 @@ class Server:
         if op == "stop":
             self.stopped.set()
             return {"ok": True, "result": {}}
+        if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
+            return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
         with self._lock:
             if op == "restart":
                 self._drop_connections()
                 self.node.incarnation = max(time.time_ns(), self.node.incarnation + 1)
             result: dict = {}
             if op != "status":
-                if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
-                    return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
                 outcome = self.adapter.call({"op": op})
                 if not outcome.ok or not isinstance(outcome.result, dict):
                     return {"ok": False, "error": f"the IUT's {op}: {outcome.describe()}"}
