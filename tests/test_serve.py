@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import os
 import select
+import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -19,9 +21,11 @@ import pytest
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
 from ptlrpc_conformance.harness.ost.client import C, Client
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Node
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
-from ptlrpc_conformance.harness.transport.lnet_serve import client_id, control_call, reply_offset
+from ptlrpc_conformance.harness.transport.lnet_serve import (Server, control_call, granted_rep_mbits,
+                                                             reply_offset)
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 
 SERVER = Nid.parse("127.0.0.1@tcp")
@@ -34,12 +38,12 @@ WAIT = 10.0             # the longest any single wait here may take (none should
 class Served:
     """A `serve --iut reference` process on 127.0.0.1, port chosen by the system."""
 
-    def __init__(self, tmp_path, control: list[str] | None = None):
+    def __init__(self, tmp_path, control: list[str] | None = None, iut: str = "reference", cwd=None):
         self.control = str(tmp_path / "control.sock")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "127.0.0.1:0", "--iut",
-             "reference", "--accept-all"] + (control or ["--control", self.control]),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             iut, "--accept-all"] + (control or ["--control", self.control]),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd)
         ready, _, _ = select.select([self.proc.stdout], [], [], 30)
         line = self.proc.stdout.readline() if ready else ""
         if not line.startswith("serving "):
@@ -250,8 +254,6 @@ class Deferring:
 
 
 def test_a_deferred_reply_goes_to_the_peer_whose_request_it_answers():
-    from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
-    from ptlrpc_conformance.harness.transport.lnet_serve import Server
     adapter = InProcessAdapter(Deferring(), description="deferring")
     adapter.start()
     server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
@@ -308,8 +310,6 @@ def test_a_client_granted_rep_mbits_is_answered_on_its_pb_mbits(node):
     """With OBD_CONNECT2_REP_MBITS granted, the reply to a request other than a connect goes to
     the request's pb_mbits (service.c: ptlrpc_server_handle_req_in; niobuf.c:
     ptlrpc_send_reply); the connect's own reply keeps the XID."""
-    from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
-    from ptlrpc_conformance.harness.transport.lnet_serve import Server
     adapter = InProcessAdapter(GrantsRepMbits(), description="rep-mbits")
     adapter.start()
     server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
@@ -340,7 +340,6 @@ def test_a_client_granted_rep_mbits_is_answered_on_its_pb_mbits(node):
 def test_the_reference_does_not_grant_rep_mbits_so_its_replies_keep_the_xid():
     """The reference grants what spec/target.yaml lists (no REP_MBITS): serve's reading of its
     connect reply says so."""
-    from ptlrpc_conformance.harness.transport.lnet_serve import granted_rep_mbits
     c = Client("plain", 0x1000)
     xid, data = c.request("OST_CONNECT", c.connect_buffers(flags=C("OBD_CONNECT_FLAGS2"),
                                                            flags2=C("OBD_CONNECT2_REP_MBITS")),
@@ -350,8 +349,6 @@ def test_the_reference_does_not_grant_rep_mbits_so_its_replies_keep_the_xid():
 
 
 def test_restart_of_an_iut_without_capability_restart_is_refused_and_drops_nothing(node):
-    from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
-    from ptlrpc_conformance.harness.transport.lnet_serve import Server
     adapter = InProcessAdapter(GrantsRepMbits(), description="rep-mbits")     # capability target only
     adapter.start()
     server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
@@ -365,3 +362,38 @@ def test_restart_of_an_iut_without_capability_restart_is_refused_and_drops_nothi
         assert _exchange(conn, xid, data).match_bits == xid
     finally:
         server.close()
+
+
+def test_serve_python_iut_the_independent_ost(tmp_path, node):
+    """A python: IUT (the independent OST of tests/, imported from the current directory)
+    served as the reference is: its connect reply comes back as it answers in-process."""
+    import independent_ost
+    here = pathlib.Path(__file__).resolve().parent
+    served = Served(tmp_path, iut="python:independent_ost:testee", cwd=here)
+    try:
+        conn = _connect(node, served)
+        c = Client("indep", 0x1000)
+        xid, data = c.connect()
+        rep = _exchange(conn, xid, data)
+        local = InProcessAdapter(independent_ost.testee(), description="independent")
+        local.start()
+        out = local.call({"op": "exchange", "data": data.hex(), "xid": xid, "client": _served_client(served)})
+        assert (rep.offset, rep.payload.hex()) == (EARLY_SIZE, out.result["data"])
+    finally:
+        served.proc.kill()
+        served.proc.wait()
+
+
+def test_a_peer_sending_garbage_is_dropped_and_serve_goes_on(served, node):
+    """Bytes that are not socklnd after the handshake end that peer's connection only; the next
+    client is served."""
+    with socket.create_connection(("127.0.0.1", served.port), timeout=WAIT) as raw:
+        raw.sendall(b"\xff" * 64)
+        raw.settimeout(WAIT)
+        try:
+            assert raw.recv(1 << 12) == b""             # closed without an answer
+        except ConnectionResetError:
+            pass
+    conn = _connect(node, served)
+    xid, data = Client("after", 0x1000).connect()
+    assert _exchange(conn, xid, data).match_bits == xid
