@@ -397,3 +397,26 @@ def test_a_peer_sending_garbage_is_dropped_and_serve_goes_on(served, node):
     conn = _connect(node, served)
     xid, data = Client("after", 0x1000).connect()
     assert _exchange(conn, xid, data).match_bits == xid
+
+
+def _can_bind_privileged() -> bool:
+    from test_lnet_engine import _can_bind_privileged as can
+    return can()
+
+
+@pytest.mark.skipif(not _can_bind_privileged(), reason="binding a port below 1024 needs root or CAP_NET_BIND_SERVICE")
+def test_a_privileged_peer_is_known_by_its_hello_without_accept_all(node):
+    """Without --accept-all (accept=secure) a peer from a port below 1024 is accepted and known
+    by its hello's NID and pid: client "12345-127.0.0.2@tcp", as a kernel client would be."""
+    adapter = load_adapter("reference")
+    adapter.start()
+    server = Server(adapter, SERVER, "127.0.0.1", 0).start()
+    try:
+        out = node.connect("127.0.0.1", SERVER, server.address[1])
+        assert out.kind == "connected", out
+        assert server.control("status")["result"]["clients"] == [f"12345-{CLIENT}"]
+        xid, data = Client("kernel-like", 0x1000).connect()
+        rep = _exchange(out.connection, xid, data)
+        assert rep.payload == InProcess().exchange(f"12345-{CLIENT}", xid, data)
+    finally:
+        server.close()
