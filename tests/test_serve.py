@@ -420,3 +420,37 @@ def test_a_privileged_peer_is_known_by_its_hello_without_accept_all(node):
         assert rep.payload == InProcess().exchange(f"12345-{CLIENT}", xid, data)
     finally:
         server.close()
+
+
+@pytest.mark.skipif(not _can_bind_privileged(), reason="binding a port below 1024 needs root or CAP_NET_BIND_SERVICE")
+def test_a_deferred_reply_reaches_a_peer_that_reconnected():
+    """A kernel-like peer (its identity from its hello) whose request is held, then whose
+    connection drops and comes back: the reply goes out on the new connection."""
+    adapter = InProcessAdapter(Deferring(), description="deferring")
+    adapter.start()
+    server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True).start()
+    first, second = Node(CLIENT), Node(Nid.parse("127.0.0.3@tcp"))
+    try:
+        old = first.connect("127.0.0.1", SERVER, server.address[1]).connection
+        _, held = Client("a", 0x1000).request("OST_CONNECT")
+        assert old.put(OST_REQUEST_PORTAL, 0x111, held).kind == "sent"
+        for _ in range(int(WAIT / 0.05)):            # the held request has reached the testee
+            if server.counts["requests"] == 1:
+                break
+            time.sleep(0.05)
+        old.close()
+        new = first.connect("127.0.0.1", SERVER, server.address[1]).connection
+        assert new is not old and new.alive
+        b = second.connect("127.0.0.1", SERVER, server.address[1], privileged=False).connection
+        _, now = Client("b", 0x2000).request("OST_CONNECT")
+        _exchange(b, 0x222, now)
+        for _ in range(int(WAIT / 0.05)):            # nobody waits on 0x111 any more: it is kept
+            if new.unmatched:
+                break
+            time.sleep(0.05)
+        (reply,) = new.unmatched
+        assert (reply.match_bits, reply.offset, reply.payload) == (0x111, EARLY_SIZE, b"\xee" * 8 + held[:8])
+    finally:
+        first.close()
+        second.close()
+        server.close()

@@ -200,7 +200,7 @@ class Server:
         if data is None:
             return False
         offset, mbits = self._pending.pop((client, xid), (None, xid))
-        conn = conn if conn is not None else self._peers.get(client)
+        conn = conn if conn is not None else self._connection_of(client)
         try:
             payload = bytes.fromhex(data) if isinstance(data, str) else None
         except ValueError:
@@ -219,6 +219,15 @@ class Server:
             return False
         self.counts["replies"] += 1
         return True
+
+    def _connection_of(self, client: str) -> Connection | None:
+        """The live connection to `client`: the one its last request came on, else any other
+        it has open (it may have reconnected since)."""
+        last = self._peers.get(client)
+        if last is not None and last.alive:
+            return last
+        return next((c for c in list(self.listener.connections)
+                     if c.alive and client_id(c.peer_nid, c.peer_pid) == client), None)
 
     def _deliver_deferred(self, replies) -> None:
         for item in replies if isinstance(replies, list) else []:
