@@ -710,13 +710,14 @@ class Listener:
         ctype = _invert(hello.ctype)
         if ctype == C["SOCKLND_CONN_NONE"]:
             return self._refuse(sock, peer, f"hello of type {hello.ctype}")
-        # socklnd_cb.c: ksocknal_send_hello rewrites the received hello's source fields, the
-        # destination NID and the type; its dst_pid and dst_incarnation stay as they came
-        answer = Hello(hello.version, node.nid, peer_nid, node.pid, hello.dst_pid, node.incarnation,
-                       hello.dst_incarnation, ctype)
-        none = replace(answer, ctype=C["SOCKLND_CONN_NONE"]).pack()
         who = (peer_nid, peer_pid)
+        conn = None
         with self._lock:
+            # socklnd_cb.c: ksocknal_send_hello rewrites the received hello's source fields, the
+            # destination NID and the type; its dst_pid and dst_incarnation stay as they came.
+            # The incarnation is the node's when the connection is listed
+            answer = Hello(hello.version, node.nid, peer_nid, node.pid, hello.dst_pid, node.incarnation,
+                           hello.dst_incarnation, ctype)
             known = self._incarnations.get(who)
             stale = [c for c in self.connections if (c.peer_nid, c.peer_pid) == who]
             rebooted = known is not None and known != hello.src_incarnation
@@ -728,23 +729,29 @@ class Listener:
             # type (one per type: conns_per_peer 1); a client's typed connections (CONTROL,
             # BULK_IN, BULK_OUT) are not duplicates of each other
             duplicate = any(c.alive and c.ctype == ctype for c in stale)
+            if not (rebooted or duplicate or self._closing):
+                # listed before the answer: once the peer has it, the connection is listed
+                # (and closing the listener's connections closes it too)
+                conn = Connection(node, sock, peer_nid=peer_nid, peer_pid=peer_pid, version=hello.version,
+                                  peer_big=hello.big, peer_incarnation=hello.src_incarnation, handler=self.handler,
+                                  userspace_peer=userspace, name=f"{peer_nid} from {peer[0]}:{peer[1]}", ctype=ctype)
+                self.connections.append(conn)
+        none = replace(answer, ctype=C["SOCKLND_CONN_NONE"]).pack()
         if rebooted:
             for c in stale:
                 c.close()
             return self._refuse(sock, peer, f"{peer_nid} came back with a new incarnation (peer rebooted)", none)
         if duplicate:
             return self._refuse(sock, peer, f"{peer_nid} is connected already (duplicate)", none)
+        if conn is None:                    # the listener is closing
+            sock.close()
+            return
         try:
             sock.settimeout(node.handshake_timeout)
             sock.sendall(answer.pack())
         except OSError as exc:
-            return self._refuse(sock, peer, f"answering the hello: {exc}")
-        conn = Connection(node, sock, peer_nid=peer_nid, peer_pid=peer_pid, version=hello.version,
-                          peer_big=hello.big, peer_incarnation=hello.src_incarnation, handler=self.handler,
-                          userspace_peer=userspace, name=f"{peer_nid} from {peer[0]}:{peer[1]}", ctype=ctype)
-        with self._lock:
-            if self._closing:
-                conn.close()
-                return
-            self.connections.append(conn)
+            conn.close()
+            self.refusals.append(f"{peer[0]}:{peer[1]}: answering the hello: {exc}")
+            return
+        sock.settimeout(node.send_timeout)
         conn.start()
