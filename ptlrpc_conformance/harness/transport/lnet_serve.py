@@ -24,7 +24,7 @@ The control operations (`Server.control`) are what `serve`'s control socket carr
 `reset` (the IUT's reset), `restart` (every connection dropped, a new incarnation, the IUT's
 restart: a server that rebooted), `end_recovery` (its replies delivered) and `stop`.
 
-Not done yet: no early replies are sent, and no MGS is served.
+Not done yet: early replies, fault injection, the MGS, bulk, and a pcap of the traffic.
 """
 from __future__ import annotations
 
@@ -75,23 +75,24 @@ def reply_offset(request: bytes) -> int:
     """Where the final reply to `request` goes: lustre_msg_early_size when its lm_flags hold
     MSGHDR_AT_SUPPORT (read in the sender's byte order, told by lm_magic), else 0
     (sec_null.c: null_authorize).  A message too short or of another magic: 0."""
-    magic, flags = _HDR.field("lm_magic"), _HDR.field("lm_flags")
-    if len(request) < max(magic.end, flags.end):
+    flags, order = _HDR.field("lm_flags"), _order(request)
+    if order is None:
         return 0
-    for order in ("little", "big"):
-        if int.from_bytes(request[magic.offset:magic.end], order) == MSG_MAGIC:
-            at = int.from_bytes(request[flags.offset:flags.end], order) & AT_SUPPORT
-            return EARLY_SIZE if at else 0
-    return 0
+    return EARLY_SIZE if int.from_bytes(request[flags.offset:flags.end], order) & AT_SUPPORT else 0
+
+
+def _order(data: bytes) -> str | None:
+    """The byte order of a lustre_msg_v2 header, told by lm_magic; None when `data` is no such
+    header (too short for one, or another magic)."""
+    magic = _HDR.field("lm_magic")
+    if len(data) < _HDR.field("lm_buflens").offset:
+        return None
+    return next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
 
 
 def _buffers(data: bytes) -> tuple[list[bytes], str] | None:
-    """The buffers of a lustre_msg_v2 and its byte order (told by lm_magic), or None when the
-    bytes are not one."""
-    magic, count_at, lens = _HDR.field("lm_magic"), _HDR.field("lm_bufcount"), _HDR.field("lm_buflens")
-    if len(data) < lens.offset:
-        return None
-    order = next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
+    """The buffers of a lustre_msg_v2 and its byte order, or None when the bytes are not one."""
+    count_at, lens, order = _HDR.field("lm_bufcount"), _HDR.field("lm_buflens"), _order(data)
     if order is None:
         return None
     count = int.from_bytes(data[count_at.offset:count_at.end], order)
