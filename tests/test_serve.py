@@ -464,3 +464,17 @@ def test_a_deferred_reply_reaches_a_peer_that_reconnected():
         first.close()
         second.close()
         server.close()
+
+
+def test_the_reply_offset_reads_lm_flags_in_the_sender_s_byte_order():
+    """lm_flags is read in the order lm_magic tells (a big-endian sender's too); bytes that are
+    no lustre_msg_v2 header get offset 0."""
+    magic, at = C("LUSTRE_MSG_MAGIC_V2"), C("MSGHDR_AT_SUPPORT")
+    # lm_bufcount, lm_secflvr, lm_magic, lm_repsize, lm_cksum, lm_flags, lm_opc, padding, one buflen
+    for order in ("little", "big"):
+        words = (1, 0, magic, 0, 0, at, 0, 0, 0, 0)
+        header = b"".join(w.to_bytes(4, order) for w in words)
+        assert reply_offset(header) == EARLY_SIZE, order
+        no_at = b"".join(w.to_bytes(4, order) for w in (1, 0, magic, 0, 0, 0, 0, 0, 0, 0))
+        assert reply_offset(no_at) == 0, order
+    assert reply_offset(header[:12]) == 0 and reply_offset(bytes(40)) == 0
