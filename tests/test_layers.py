@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "verdicts": {"transport", "data", "spec"},
     "transport": {"data", "capture", "spec", "reference"},
     "data": {"spec"},
-    "capture": set(),
+    "capture": {"spec"},
     "mutants": {"reference", "spec"},
     "reference": {"spec"},
     "spec": set(),
@@ -42,6 +42,11 @@ ALLOWED: dict[str, set[str]] = {
 # program of its own.
 REFERENCE_FROM_TRANSPORT = {"ptlrpc_conformance.harness.transport.loader": "function",
                             "ptlrpc_conformance.harness.transport.echo_testee": "module"}
+# The LNet engine (transport/lnet_engine/) is the ground the lnet-tcp adapter and `serve` stand
+# on: of the package it reads only the wire facts (spec) and the capture's NID helpers, never an
+# adapter, the reference or anything above it.
+ENGINE = "ptlrpc_conformance.harness.transport.lnet_engine"
+ENGINE_MAY_IMPORT = {"capture", "spec"}
 # The suite's own structure walker is not the reference's: the reference reads the layout table
 # itself (reference/structs.py).
 SUITE_ONLY = {"ptlrpc_conformance.spec.structs"}
@@ -108,9 +113,14 @@ def violations(modules) -> list[str]:
     out = []
     for importer, imported, line, module_level in imports(modules):
         a, b = part(importer), part(imported)
+        path = modules[importer][0]
+        path = path.relative_to(PACKAGE.parent) if path.is_relative_to(PACKAGE.parent) else path
+        where = f"{path}:{line}: {importer} imports {imported}"
+        in_engine = [m == ENGINE or m.startswith(ENGINE + ".") for m in (importer, imported)]
+        if in_engine[0] and not in_engine[1] and b not in ENGINE_MAY_IMPORT:
+            out.append(f"{where}: the LNet engine imports only {sorted(ENGINE_MAY_IMPORT)} and itself")
         if b is None or a == b:
             continue
-        where = f"{modules[importer][0].relative_to(PACKAGE.parent)}:{line}: {importer} imports {imported}"
         if b not in ALLOWED[a]:
             out.append(f"{where}: {a} may not import {b}")
         elif b == "reference" and a == "transport":
@@ -164,6 +174,26 @@ def test_the_check_sees_a_deferred_import(tmp_path):
     found = [(i, t, top) for i, t, _, top in imports(modules)]
     assert ("ptlrpc_conformance.harness.data.bad", "ptlrpc_conformance.harness.outputs.gate", False) in found
     assert part("ptlrpc_conformance.harness.data.bad") == "data" and "outputs" not in ALLOWED["data"]
+
+
+def test_the_check_holds_the_lnet_engine_to_its_row(tmp_path):
+    """The engine importing an adapter of transport/ (or the reference) is a violation, though
+    transport may import both."""
+    pkg = tmp_path / NAME
+    engine = pkg / "harness" / "transport" / "lnet_engine"
+    engine.mkdir(parents=True)
+    for d in (pkg, pkg / "harness", pkg / "harness" / "transport", engine):
+        (d / "__init__.py").write_text("")
+    (pkg / "harness" / "transport" / "adapter.py").write_text("X = 1\n")
+    (engine / "node.py").write_text("from ptlrpc_conformance.harness.transport import adapter\n")
+    (engine / "wire.py").write_text("from ptlrpc_conformance.harness.transport.lnet_engine import node\n")
+    modules = {}
+    for path in pkg.rglob("*.py"):
+        names = list(path.relative_to(tmp_path).with_suffix("").parts)
+        is_package = names[-1] == "__init__"
+        modules[".".join(names[:-1] if is_package else names)] = (path, is_package)
+    found = violations(modules)
+    assert len(found) == 1 and "lnet_engine.node imports ptlrpc_conformance.harness.transport.adapter" in found[0]
 
 
 def test_the_docs_state_the_table():

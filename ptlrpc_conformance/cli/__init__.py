@@ -13,6 +13,7 @@
   ptlrpc-conformance bench [--seconds S] [--quick] [--iut SPEC ...] [--json FILE]
   ptlrpc-conformance certification-doc DIR/report.json [--notes FILE] [--out FILE]
   ptlrpc-conformance mutants [--jobs N] [--mutant ID ...] [--json FILE] [--markdown FILE]
+  ptlrpc-conformance serve --listen ADDR:PORT [--iut SPEC] [--accept-all] [--control PATH]
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {       # command -> (module of cli/, fun
     "bench": ("tools", "cmd_bench"),
     "certification-doc": ("reports", "cmd_certification_doc"),
     "mutants": ("tools", "cmd_mutants"),
+    "serve": ("serve", "cmd_serve"),
 }
 SUBCOMMANDS = tuple(COMMANDS)
 

@@ -105,3 +105,11 @@ def target() -> dict:
     import yaml
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)     # libyaml's, when built: 4x faster
     return yaml.load(resources.files(__name__).joinpath("target.yaml").read_text(encoding="utf-8"), Loader=loader)
+
+
+def lnet() -> dict:
+    """The LNet over TCP facts (lnet.yaml, opened by spec/layouts.py): socklnd's and LNet's
+    constants and wire structures, read by harness/capture/socklnd.py and
+    harness/transport/lnet_engine/."""
+    from . import layouts
+    return layouts.lnet()

@@ -23,7 +23,7 @@ import hashlib
 import json
 from importlib import resources
 
-__all__ = ["DEFAULT_RELEASE", "UnknownRelease", "load", "release_key", "known_releases", "canonical", "struct",
+__all__ = ["DEFAULT_RELEASE", "UnknownRelease", "load", "lnet", "lnet_struct", "release_key", "known_releases", "canonical", "struct",
            "field", "elem_size", "field_names", "sha256", "seed_structs", "seed_closure", "seed_formulas", "size_formula",
            "resolve_field_alias", "view", "swab_rules", "valid_bits", "absent", "reads_otherwise"]
 
@@ -383,3 +383,22 @@ def resolve_field_alias(struct_name: str, name: str) -> list[str]:
         return list(aliases[name])
     field(current, name)          # KeyError when it is not a current field either
     return [name]
+
+
+@functools.lru_cache(maxsize=1)
+def lnet() -> dict:
+    """LNet over TCP's wire facts, lnet.yaml: the constants and the structures below PtlRPC
+    (the acceptor request, the socklnd hello and message header, the LNet header, the ping info),
+    which no release table holds.  `struct lnet_nid` is the release table's (load()).  The one
+    reader of this table that needs PyYAML (imported here, when asked)."""
+    import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(resources.files(_PACKAGE).joinpath("lnet.yaml").read_text(encoding="utf-8"), Loader=loader)
+
+
+def lnet_struct(name: str) -> dict:
+    """One structure of lnet.yaml (KeyError naming the file when it has none of that name)."""
+    table = lnet()["structs"]
+    if name not in table:
+        raise KeyError(f"spec/lnet.yaml has no structure {name!r}")
+    return table[name]

@@ -1,7 +1,8 @@
 """LNet's TCP transport (socklnd): NIDs, the acceptor request, hellos and `ksock_msg` framing,
 built (for the capture writer) and parsed (for the capture reader).
 
-Wire facts (from Lustre's headers, paraphrased; no Lustre code is included):
+Wire facts (from Lustre's headers, paraphrased; no Lustre code is included; the constants,
+sizes and offsets used below are spec/lnet.yaml's, the portal sets spec/target.yaml's):
 
 - socklnd listens on TCP port 988.  A connection opens with the *acceptor request* the
   connecting side sends (`lnet_acceptor_connreq`: magic 0xACCE7100, version 1, the target's
@@ -32,32 +33,56 @@ import struct
 from dataclasses import dataclass
 from typing import Iterator
 
-SOCKLND_PORT = 988
-LNET_PID_LUSTRE = 12345
-SOCKLND = 2                      # LND type of socklnd ("tcp")
-KSOCK_MSG_NOOP = 0xC0
-KSOCK_MSG_LNET = 0xC1
-KSOCK_HDR_SIZE = 24
-LNET_HDR_NID4_SIZE = 72
-LNET_HDR_NID16_SIZE = 96
-LNET_MSG_ACK, LNET_MSG_PUT, LNET_MSG_GET, LNET_MSG_REPLY, LNET_MSG_HELLO = range(5)
-LNET_PROTO_MAGIC = 0x45726963
-LNET_PROTO_TCP_MAGIC = 0xEEBC0DED
-LNET_PROTO_ACCEPTOR_MAGIC = 0xACCE7100
-KSOCK_PROTO_V3 = 3
-COOKIE_NONE = 0xFFFFFFFFFFFFFFFF
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.spec import layouts
+
+_LNET = spec.lnet()                       # spec/lnet.yaml: the wire facts, with their citations
+_C = {name: row["value"] for name, row in _LNET["constants"].items()}
+_PORTALS = spec.target()["portals"]       # spec/target.yaml: which portals carry what
+
+SOCKLND_PORT = _C["ACCEPT_PORT"]
+LNET_PID_LUSTRE = _C["LNET_PID_LUSTRE"]
+SOCKLND = _LNET["lnds"]["SOCKLND"]       # LND type of socklnd ("tcp")
+KSOCK_MSG_NOOP = _C["KSOCK_MSG_NOOP"]
+KSOCK_MSG_LNET = _C["KSOCK_MSG_LNET"]
+KSOCK_HDR_SIZE = layouts.lnet_struct("ksock_msg_hdr")["size"]
+LNET_HDR_NID4_SIZE = layouts.lnet_struct("lnet_hdr_nid4")["size"]
+LNET_HDR_NID16_SIZE = layouts.lnet_struct("lnet_hdr_nid16")["size"]
+LNET_MSG_ACK, LNET_MSG_PUT, LNET_MSG_GET, LNET_MSG_REPLY, LNET_MSG_HELLO = (
+    _C[f"LNET_MSG_{t}"] for t in ("ACK", "PUT", "GET", "REPLY", "HELLO"))
+LNET_PROTO_MAGIC = _C["LNET_PROTO_MAGIC"]
+LNET_PROTO_TCP_MAGIC = _C["LNET_PROTO_TCP_MAGIC"]
+LNET_PROTO_ACCEPTOR_MAGIC = _C["LNET_PROTO_ACCEPTOR_MAGIC"]
+KSOCK_PROTO_V3 = _C["KSOCK_PROTO_V3"]
+COOKIE_NONE = _C["LNET_WIRE_HANDLE_COOKIE_NONE"]
 MAX_PAYLOAD = 1 << 26            # a socklnd payload above 64 MiB is not a PtlRPC message
 
-# Lustre portals (include/uapi/linux/lustre/lustre_idl.h)
-OST_REQUEST_PORTAL = 28
-OSC_REPLY_PORTAL = 4
-REPLY_PORTALS = frozenset({2, 4, 10, 16, 18, 25, 27})   # CONNMGR, OSC, MDC, LDLM_CB, LDLM_CANCEL, MGC, MGS
-BULK_PORTALS = frozenset({8, 14, 33})                   # OST, MDS, MGS bulk
-SERVER_REQUEST_PORTALS = frozenset({15})                # LDLM_CB_REQUEST: callbacks a server sends a client
-LND_NAMES = {2: "tcp", 5: "o2ib", 9: "lo", 13: "gni", 14: "gip", 15: "ptlf", 16: "kfi", 17: "tofu",
-             18: "efa", 19: "bxi3"}
-_IP_LNDS = frozenset({2, 5, 14, 18})
+# Lustre portals (include/uapi/linux/lustre/lustre_idl.h, as spec/target.yaml and spec/lnet.yaml hold them)
+OST_REQUEST_PORTAL = next(p for p, row in _PORTALS["requests"].items() if row["name"] == "OST_REQUEST_PORTAL")
+OSC_REPLY_PORTAL = _LNET["portals"]["OSC_REPLY_PORTAL"]["value"]
+REPLY_PORTALS = frozenset(_PORTALS["replies"])              # CONNMGR, OSC, MDC, LDLM_CB, LDLM_CANCEL, MGC, MGS
+BULK_PORTALS = frozenset(_PORTALS["bulk"])                  # OST, MDS, MGS bulk
+SERVER_REQUEST_PORTALS = frozenset(_PORTALS["callbacks"])   # LDLM_CB_REQUEST: callbacks a server sends a client
+LND_NAMES = {lnd: row["name"] for lnd, row in _LNET["lnds"]["types"].items()}
+_IP_LNDS = frozenset(lnd for lnd, row in _LNET["lnds"]["types"].items() if row["ip"])
+# the acceptor request's and the hello's sizes by version (without a V2/V3 hello's addresses)
+_ACCEPTOR_SIZES = {_C["LNET_PROTO_ACCEPTOR_VERSION"]: layouts.lnet_struct("lnet_acceptor_connreq")["size"],
+                   _C["LNET_PROTO_ACCEPTOR_VERSION_16"]: layouts.lnet_struct("lnet_acceptor_connreq_v2")["size"]}
+_HELLO_SIZES = {_C["KSOCK_PROTO_V2"]: layouts.lnet_struct("ksock_hello_msg_nid4")["size"],
+                _C["KSOCK_PROTO_V3"]: layouts.lnet_struct("ksock_hello_msg_nid4")["size"],
+                _C["KSOCK_PROTO_V4"]: layouts.lnet_struct("ksock_hello_msg")["size"]}
+_KSOCK_PROTO_V4 = _C["KSOCK_PROTO_V4"]
 
+
+def _at(struct_name: str, field: str) -> int:
+    """A field's offset in a structure of spec/lnet.yaml."""
+    return next(f["offset"] for f in layouts.lnet_struct(struct_name)["fields"] if f["name"] == field)
+
+
+_NIPS_AT = _at("ksock_hello_msg_nid4", "kshm_nips")     # V4 does not read its kshm_nips (no addresses)
+_HDR_AT = {wide: {f: _at("lnet_hdr_nid16" if wide else "lnet_hdr_nid4", f)
+                  for f in ("dest_nid", "src_nid", "type", "payload_length", "msg")} for wide in (False, True)}
+_PUT_MBITS_AT, _PUT_PORTAL_AT, _PUT_OFFSET_AT = (_at("lnet_put", f) for f in ("match_bits", "ptl_index", "offset"))
 
 
 class TraceError(ValueError):
@@ -101,7 +126,7 @@ def parse_nid(text: str) -> int:
     raise ValueError(f"{text!r} is not an IPv4 NID (expected address@tcp)")
 
 
-def _nid16_str(raw: bytes) -> str:
+def nid16_str(raw: bytes) -> str:
     """Text form of a 20-byte struct lnet_nid (size u8, type u8, net number be16, address be32[4])."""
     size, lnd, num = raw[0], raw[1], int.from_bytes(raw[2:4], "big")
     addr_bytes = raw[4:4 + size + 4] if size + 4 <= 16 else raw[4:20]
@@ -176,7 +201,7 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
             if len(buf) - pos < 8:
                 break
             version = u32(buf, pos + 4, swapped == LNET_PROTO_ACCEPTOR_MAGIC)
-            size = {1: 16, 2: 28}.get(version)
+            size = _ACCEPTOR_SIZES.get(version)
             if size is None:
                 raise TraceError(path, packet, f"{stream.name}: acceptor request of unknown version {version}")
             if len(buf) - pos < size:
@@ -187,12 +212,12 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
             if len(buf) - pos < 8:
                 break
             version = u32(buf, pos + 4, flip)
-            base = {2: 56, 3: 56, 4: 80}.get(version)
+            base = _HELLO_SIZES.get(version)
             if base is None:
                 raise TraceError(path, packet, f"{stream.name}: socklnd hello of unknown protocol version {version}")
             if len(buf) - pos < base:
                 break
-            nips = u32(buf, pos + base - 4, flip)
+            nips = u32(buf, pos + _NIPS_AT, flip) if version != _KSOCK_PROTO_V4 else 0
             if nips > 1024:
                 raise TraceError(path, packet, f"{stream.name}: socklnd hello lists {nips} addresses")
             if len(buf) - pos < base + 4 * nips:
@@ -208,30 +233,31 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
                     break
                 pos += KSOCK_HDR_SIZE
             elif ktype == KSOCK_MSG_LNET:
-                wide = stream.version == 4
+                wide = stream.version == _KSOCK_PROTO_V4
                 hsize = LNET_HDR_NID16_SIZE if wide else LNET_HDR_NID4_SIZE
                 start = pos + KSOCK_HDR_SIZE
                 if len(buf) - start < hsize:
                     break
-                plen_at = start + (52 if wide else 28)
-                plen = u32(buf, plen_at)
+                at = _HDR_AT[wide]
+                plen = u32(buf, start + at["payload_length"])
                 if plen > MAX_PAYLOAD:
                     raise TraceError(path, packet, f"{stream.name}: LNet payload_length {plen} is implausible")
                 if len(buf) - start < hsize + plen:
                     break
                 h = bytes(buf[start:start + hsize])
                 if wide:
-                    dst, src = _nid16_str(h[0:20]), _nid16_str(h[20:40])
-                    m = 40
+                    dst = nid16_str(h[at["dest_nid"]:at["dest_nid"] + 20])
+                    src = nid16_str(h[at["src_nid"]:at["src_nid"] + 20])
                 else:
-                    dst, src = nid_str(struct.unpack_from("<Q", h, 0)[0]), nid_str(struct.unpack_from("<Q", h, 8)[0])
-                    m = 16
-                mtype = u32(h, m + 8)
-                var = m + 16                                 # the message-type variant
+                    dst = nid_str(struct.unpack_from("<Q", h, at["dest_nid"])[0])
+                    src = nid_str(struct.unpack_from("<Q", h, at["src_nid"])[0])
+                mtype = u32(h, at["type"])
+                var = at["msg"]                              # the message-type variant
                 portal = mbits = offset = None
                 if mtype == LNET_MSG_PUT:
-                    mbits = struct.unpack_from("<Q", h, var + 16)[0]
-                    portal, offset = struct.unpack_from("<II", h, var + 32)
+                    mbits = struct.unpack_from("<Q", h, var + _PUT_MBITS_AT)[0]
+                    portal = u32(h, var + _PUT_PORTAL_AT)
+                    offset = u32(h, var + _PUT_OFFSET_AT)
                 payload = bytes(buf[start + hsize:start + hsize + plen])
                 pos = start + hsize + plen
                 yield LnetMessage(packet, src, dst, mtype, portal, mbits, offset, payload)

@@ -1,0 +1,394 @@
+"""`ptlrpc-conformance serve`: a target IUT played as an OST on LNet over TCP.
+
+Any adapter whose IUT declares capability `target` (the reference, `exec:`, `python:`) is put
+behind an LNet node (lnet_engine/node.py: `Listener`) and reached by real LNet peers:
+
+- A PUT to one of the OST services' request portals (spec/target.yaml `portals`: the services
+  `ost` and `mdt_or_ost`, i.e. 6, 7, 24, 28 and 31, as ofd/ofd_oss.c registers them) is one
+  `exchange` with the IUT (docs/testee-protocol.md §2.4): the request's bytes, the XID = the
+  PUT's match bits (ptlrpc/events.c: request_in_callback), and the client = the peer's LNet
+  process id written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or
+  "U<port>-NID" for a peer on an unprivileged port).  A PUT to any other portal finds no
+  buffer and is dropped, as LNet drops it.
+- The reply is a PUT to the requester on the OST services' reply portal (OSC_REPLY_PORTAL 4,
+  spec/lnet.yaml) with the request's match bits, or its pb_mbits when the client's connect
+  was granted OBD_CONNECT2_REP_MBITS and the request is not a connect (ptlrpc/niobuf.c:
+  ptlrpc_send_reply; ptlrpc/service.c: ptlrpc_server_handle_req_in), at
+  offset `lustre_msg_early_size` (224) when the request's lm_flags asked for adaptive timeouts,
+  else 0 (ptlrpc/sec_null.c: null_authorize).  Replies the IUT sends later (deferred during
+  recovery, listed in an exchange's `replies` or in `end_recovery`'s) go the same way to the
+  peer whose request they answer, at that request's offset.
+- The IUT is called by one thread at a time, whatever the number of peers.
+
+The control operations (`Server.control`) are what `serve`'s control socket carries: `status`,
+`reset` (the IUT's reset), `restart` (every connection dropped, a new incarnation, the IUT's
+restart: a server that rebooted), `end_recovery` (its replies delivered) and `stop`.
+
+Not done yet: early replies, fault injection, the MGS, bulk, and a pcap of the traffic.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import select
+import socket
+import threading
+import time
+from collections import OrderedDict
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.transport.lnet_engine.node import Connection, Listener, Message, Node
+from ptlrpc_conformance.harness.transport.lnet_engine.wire import C, Nid
+
+OST_PORTALS = frozenset(p for p, row in spec.target()["portals"]["requests"].items()
+                        if row["service"] in ("ost", "mdt_or_ost"))
+REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
+AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
+MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
+CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
+REPLY = spec.constant("PTL_RPC_MSG_REPLY")
+FLAGS2, REP_MBITS = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REP_MBITS")
+_HDR = spec.layout("lustre_msg_v2")
+MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
+MAX_CONTROL_LINE = 1 << 16    # a control request longer than this is refused
+CONTROL_TIMEOUT = 5.0         # a control client that sends nothing for this long is dropped
+CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "stop")
+
+
+def _round8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+# pack_generic.c: lustre_msg_early_size: the header with one buffer, then a ptlrpc_body
+EARLY_SIZE = (_round8(_HDR.field("lm_buflens").offset + _HDR.field("lm_buflens").elem_size)
+              + _round8(spec.layout("ptlrpc_body_v3").size))
+
+
+def client_id(nid: Nid, pid: int) -> str:
+    """A peer's LNet process id as lnet/nidstrings.c: libcfs_idstr writes it."""
+    user = C["LNET_PID_USERFLAG"]
+    return f"{'U' if pid & user else ''}{pid & ~user}-{nid}"
+
+
+def reply_offset(request: bytes) -> int:
+    """Where the final reply to `request` goes: lustre_msg_early_size when its lm_flags hold
+    MSGHDR_AT_SUPPORT (read in the sender's byte order, told by lm_magic), else 0
+    (sec_null.c: null_authorize).  A message too short or of another magic: 0."""
+    flags, order = _HDR.field("lm_flags"), _order(request)
+    if order is None:
+        return 0
+    return EARLY_SIZE if int.from_bytes(request[flags.offset:flags.end], order) & AT_SUPPORT else 0
+
+
+def _order(data: bytes) -> str | None:
+    """The byte order of a lustre_msg_v2 header, told by lm_magic; None when `data` is no such
+    header (too short for one, or another magic)."""
+    magic = _HDR.field("lm_magic")
+    if len(data) < _HDR.field("lm_buflens").offset:
+        return None
+    return next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
+
+
+def _buffers(data: bytes) -> tuple[list[bytes], str] | None:
+    """The buffers of a lustre_msg_v2 and its byte order, or None when the bytes are not one."""
+    count_at, lens, order = _HDR.field("lm_bufcount"), _HDR.field("lm_buflens"), _order(data)
+    if order is None:
+        return None
+    count = int.from_bytes(data[count_at.offset:count_at.end], order)
+    at = _round8(lens.offset + lens.elem_size * count)
+    if len(data) < at:
+        return None
+    out = []
+    for i in range(count):
+        start = lens.offset + lens.elem_size * i
+        n = int.from_bytes(data[start:start + lens.elem_size], order)
+        if at + n > len(data):
+            return None
+        out.append(data[at:at + n])
+        at += _round8(n)
+    return out, order
+
+
+def _field(message: tuple[list[bytes], str] | None, index: int, struct: str, name: str) -> int | None:
+    """A field of buffer `index` of a message _buffers read, or None when it is not there."""
+    if message is None or len(message[0]) <= index:
+        return None
+    f, buf = spec.layout(struct).field(name), message[0][index]
+    return int.from_bytes(buf[f.offset:f.end], message[1]) if len(buf) >= f.end else None
+
+
+def granted_rep_mbits(reply: bytes) -> bool | None:
+    """Whether a connect reply granted OBD_CONNECT2_REP_MBITS (with OBD_CONNECT_FLAGS2, without
+    which the second flags word does not count: lustre_export.h: exp_connect_flags2); None for
+    a reply that is not a successful connect (it changes nothing)."""
+    msg = _buffers(reply)
+    if _field(msg, 0, "ptlrpc_body_v3", "pb_type") != REPLY or _field(msg, 0, "ptlrpc_body_v3", "pb_status") != 0:
+        return None
+    flags = _field(msg, 1, "obd_connect_data", "ocd_connect_flags") or 0
+    flags2 = _field(msg, 1, "obd_connect_data", "ocd_connect_flags2") or 0
+    return bool(flags & FLAGS2 and flags2 & REP_MBITS)
+
+
+class Server:
+    """A target IUT (a started adapter) served as an OST by an LNet node `nid` listening on
+    host:port (port 0: any free port; `address` says which)."""
+
+    def __init__(self, adapter, nid: Nid | str, host: str, port: int, *, accept_all: bool = False, log=None):
+        self.adapter, self.accept_all = adapter, accept_all
+        self.node = Node(Nid.parse(nid) if isinstance(nid, str) else nid)
+        self.listener = Listener(self.node, host, port, accept_all=accept_all, handler=self._on_put)
+        self.address = self.listener.address
+        self.stopped = threading.Event()
+        self.counts = {"requests": 0, "replies": 0, "deferred_delivered": 0, "undeliverable": 0,
+                       "not_ost_portal": 0, "iut_failed": 0, "lost_in_restart": 0}
+        self._log = log
+        self._lock = threading.Lock()               # one call into the IUT at a time
+        # (client, xid) -> (the reply's offset, its match bits)
+        self._pending: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
+        self._peers: dict[str, Connection] = {}     # client -> its latest connection
+        self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
+
+    def start(self) -> "Server":
+        self.listener.start()
+        return self
+
+    def close(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+
+    def _say(self, text: str) -> None:
+        if self._log is not None:
+            print(f"serve: {text}", file=self._log, flush=True)
+
+    # -- requests -----------------------------------------------------------------------
+
+    def _on_put(self, conn: Connection, msg: Message) -> None:
+        if msg.portal not in OST_PORTALS:
+            self.counts["not_ost_portal"] += 1      # no request buffer there: LNet drops it
+            return
+        client, xid = client_id(conn.peer_nid, conn.peer_pid), msg.match_bits
+        with self._lock:
+            if not conn.alive:          # dropped meanwhile (a restart): the request died with it
+                self.counts["lost_in_restart"] += 1
+                return
+            self.counts["requests"] += 1
+            self._peers[client] = conn
+            request = _buffers(msg.payload)
+            opc = _field(request, 0, "ptlrpc_body_v3", "pb_opc")
+            mbits = _field(request, 0, "ptlrpc_body_v3", "pb_mbits") if client in self._rep_mbits else None
+            if opc in CONNECTS or not mbits:
+                mbits = xid
+            self._pending[(client, xid)] = (reply_offset(msg.payload), mbits)
+            while len(self._pending) > MAX_PENDING:
+                self._pending.popitem(last=False)
+            outcome = self.adapter.call({"op": "exchange", "data": msg.payload.hex(), "xid": xid, "client": client})
+            if not outcome.ok or not isinstance(outcome.result, dict):
+                self.counts["iut_failed"] += 1
+                self._say(f"exchange from {client} xid {xid:#x}: {outcome.describe()}: no reply sent")
+                return
+            self._deliver_deferred(outcome.result.get("replies"))
+            if self._reply(client, xid, outcome.result.get("data"), conn) and opc in CONNECTS:
+                granted = granted_rep_mbits(bytes.fromhex(outcome.result["data"]))
+                if granted:
+                    self._rep_mbits.add(client)
+                elif granted is False:
+                    self._rep_mbits.discard(client)
+
+    def _reply(self, client: str, xid: int, data, conn: Connection | None = None) -> bool:
+        """PUT the reply (hex) to `client`'s request `xid`; nothing when `data` is null (a
+        dropped request, or one whose reply is deferred: its offset is kept)."""
+        if data is None:
+            return False
+        offset, mbits = self._pending.pop((client, xid), (None, xid))
+        conn = conn if conn is not None else self._connection_of(client)
+        try:
+            payload = bytes.fromhex(data) if isinstance(data, str) else None
+        except ValueError:
+            payload = None
+        if payload is None:
+            self.counts["iut_failed"] += 1
+            self._say(f"the IUT's reply to {client} xid {xid:#x} is not hex: not sent")
+            return False
+        if conn is None or not conn.alive or offset is None:
+            self.counts["undeliverable"] += 1
+            self._say(f"reply to {client} xid {xid:#x}: no connection or request for it: not sent")
+            return False
+        out = conn.put(REPLY_PORTAL, mbits, payload, offset=offset)
+        if not out.ok:
+            self._say(f"reply to {client} xid {xid:#x}: {out.kind}: {out.detail}")
+            return False
+        self.counts["replies"] += 1
+        return True
+
+    def _connection_of(self, client: str) -> Connection | None:
+        """The live connection to `client`: the one its last request came on, else any other
+        it has open (it may have reconnected since)."""
+        last = self._peers.get(client)
+        if last is not None and last.alive:
+            return last
+        return next((c for c in list(self.listener.connections)
+                     if c.alive and client_id(c.peer_nid, c.peer_pid) == client), None)
+
+    def _deliver_deferred(self, replies) -> None:
+        for item in replies if isinstance(replies, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("client"), str) and isinstance(item.get("xid"), int):
+                if self._reply(item["client"], item["xid"], item.get("data")):
+                    self.counts["deferred_delivered"] += 1
+
+    # -- control ------------------------------------------------------------------------
+
+    def control(self, op: str) -> dict:
+        """One control operation: {"ok": true, "result": {...}} or {"ok": false, "error": why}."""
+        if op not in CONTROL_OPS:
+            return {"ok": False, "error": f"unknown operation {op!r} (operations: {', '.join(CONTROL_OPS)})"}
+        if op == "stop":
+            self.stopped.set()
+            return {"ok": True, "result": {}}
+        if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
+            return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
+        with self._lock:
+            if op == "restart":
+                self._drop_connections()
+                self.node.incarnation = max(time.time_ns(), self.node.incarnation + 1)
+            result: dict = {}
+            if op != "status":
+                outcome = self.adapter.call({"op": op})
+                if not outcome.ok or not isinstance(outcome.result, dict):
+                    return {"ok": False, "error": f"the IUT's {op}: {outcome.describe()}"}
+                result = dict(outcome.result)
+                if op == "reset":
+                    self._pending.clear()
+                    self._rep_mbits.clear()
+                if op == "end_recovery":
+                    self._deliver_deferred(result.get("replies"))
+            live = [c for c in self.listener.connections if c.alive]
+            result.update(incarnation=self.node.incarnation, counts=dict(self.counts),
+                          clients=[client_id(c.peer_nid, c.peer_pid) for c in live])
+            self._say(f"{op}: done")
+            return {"ok": True, "result": result}
+
+    def _drop_connections(self) -> None:
+        """A reboot: every connection closed, the requests awaiting a reply forgotten."""
+        for c in list(self.listener.connections):
+            c.close()
+        self._pending.clear()
+        self._peers.clear()
+        self._rep_mbits.clear()
+
+
+class ControlSocket:
+    """Serves `server.control` as JSON Lines ({"op": NAME} -> the answer) on a Unix socket
+    (`path`) or on a loopback TCP port (`port`; 0: any free one, `address` says which)."""
+
+    def __init__(self, server: Server, *, path: str | None = None, port: int | None = None):
+        self.server, self.path = server, path
+        if path is not None:
+            if os.path.exists(path):
+                raise OSError(f"{path} exists already (another serve, or a leftover to remove)")
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.bind(path)
+            self.address = path
+        else:
+            self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._sock.bind(("127.0.0.1", port or 0))
+            self.address = "127.0.0.1:%d" % self._sock.getsockname()[1]
+        self._sock.listen(4)
+        self._thread = threading.Thread(target=self._loop, name="serve control", daemon=True)
+
+    def start(self) -> "ControlSocket":
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._thread.join(timeout=1.0)
+        self._sock.close()
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+
+    def _loop(self) -> None:
+        while not self.server.stopped.is_set():
+            try:
+                ready, _, _ = select.select([self._sock], [], [], 0.1)
+                if ready:
+                    sock, _ = self._sock.accept()
+                    threading.Thread(target=self._serve_one, args=(sock,), daemon=True,
+                                     name="serve control client").start()
+            except OSError:
+                if self.server.stopped.is_set():
+                    return
+
+    def _serve_one(self, sock: socket.socket) -> None:
+        sock.settimeout(CONTROL_TIMEOUT)
+        buf = b""
+        try:
+            while not self.server.stopped.is_set():
+                while b"\n" not in buf:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        return
+                    buf += chunk
+                    if len(buf) > MAX_CONTROL_LINE:
+                        sock.sendall(json.dumps({"ok": False, "error": "control line too long"}).encode() + b"\n")
+                        return
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    request = json.loads(line)
+                    op = request.get("op") if isinstance(request, dict) else None
+                except ValueError:
+                    op = None
+                answer = (self.server.control(op) if isinstance(op, str) else
+                          {"ok": False, "error": 'a control request is one JSON object per line: {"op": NAME}'})
+                sock.sendall(json.dumps(answer).encode() + b"\n")
+        except OSError:
+            pass
+        finally:
+            sock.close()
+
+
+def control_call(address: str, op: str, timeout: float = 30.0) -> dict:
+    """Send one control operation to a serve's control socket (a path, or 127.0.0.1:PORT) and
+    return its answer."""
+    if "/" in address or not address.rsplit(":", 1)[-1].isdigit():
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        target: object = address
+    else:
+        host, port = address.rsplit(":", 1)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        target = (host, int(port))
+    with sock:
+        sock.settimeout(timeout)
+        sock.connect(target)
+        sock.sendall(json.dumps({"op": op}).encode() + b"\n")
+        buf = b""
+        while b"\n" not in buf:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            buf += chunk
+    return json.loads(buf.split(b"\n", 1)[0]) if buf else {"ok": False, "error": "no answer"}
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """ADDR:PORT ([ADDR]:PORT for IPv6) -> (address, port); ValueError with the reason."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r}: expected ADDR:PORT (e.g. 127.0.0.1:988)")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{text!r}: {host!r} is not an IP address") from None
+    return host, int(port)
+
+
+def default_nid(host: str) -> Nid:
+    """The NID of a node listening on `host`, on the first tcp network: host@tcp."""
+    addr = ipaddress.ip_address(host)
+    if addr.is_unspecified:
+        raise ValueError(f"listening on {host} names no NID: say which with --nid")
+    return Nid.ip(host)
