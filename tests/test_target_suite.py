@@ -502,7 +502,7 @@ def test_check_trace_pairs_replies_sent_on_the_requests_match_bits(run_cli, tmp_
     traffic = _filesystem_traffic(rep_mbits=True)
     assert sum(1 for r in traffic if r.get("reply_bits", r["xid"]) != r["xid"]) == 5   # 4 writes, a read
     path = tmp_path / "fs-2.15.pcap"
-    lnet.write_pcap(path, traffic)
+    write_pcap(path, traffic)
     records = trace.read(path)
     assert all(r["reply"] is not None for r in records)
     result = trace.check_trace(records)
@@ -510,7 +510,7 @@ def test_check_trace_pairs_replies_sent_on_the_requests_match_bits(run_cli, tmp_
     run = run_cli("check-trace", str(path), out=False)
     assert run.rc == 0 and "25 exchanges, 0 violations" in run.stderr, run.stdout + run.stderr
     path = tmp_path / "broken.pcap"                  # a broken target is still found in that traffic
-    lnet.write_pcap(path, _filesystem_traffic(getattr_transno=0x200000007, rep_mbits=True))
+    write_pcap(path, _filesystem_traffic(getattr_transno=0x200000007, rep_mbits=True))
     run = run_cli("check-trace", str(path), out=False)
     assert run.rc == 1 and "TGT-TRANSNO-2" in run.stdout.splitlines()[0], run.stdout + run.stderr
 
