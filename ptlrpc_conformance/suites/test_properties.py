@@ -37,10 +37,11 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     rejects everything exercises nothing), or when the direction is among
     `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
     `control_rejected` says when neither holds."""
-    from hypothesis import HealthCheck, given, reject, seed, settings
+    from hypothesis import given, reject, seed
     from hypothesis.errors import Unsatisfiable
 
-    from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key
+    from ptlrpc_conformance.fixtures.stateful import (fixed_constants, no_database_key, seed_only_settings,
+                                                      untimed_shrinking)
 
     failures = []
     not_applicable = []
@@ -52,8 +53,7 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     errno_judged = [True]
 
     @seed(conformance_seed)
-    @settings(max_examples=conformance_examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), print_blob=False)
+    @seed_only_settings(max_examples=conformance_examples)
     @given(strategy)
     def run(example):
         try:
@@ -86,7 +86,8 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     no_database_key(run)
     verdict = None
     try:
-        with fixed_constants():     # the examples depend on the seed alone, not on what else is loaded
+        # the examples and their shrinking depend on the seed alone, not on what else is loaded or on time
+        with fixed_constants(), untimed_shrinking():
             run()
     except Unsatisfiable:           # no example applied at all
         verdict = judge.Judgement(judge.NOT_APPLICABLE, not_applicable[-1] if not_applicable else
