@@ -1,16 +1,20 @@
 """The Hypothesis internals the suite relies on (fixtures/stateful.py) exist, with the shape it
 uses, in the installed Hypothesis, and the installed version is in pyproject.toml's range: a
 Hypothesis that moved one fails here (and the suite's use of it raises), instead of the suite
-quietly drawing other examples from the same seed or paying for a database key each run."""
+quietly drawing other examples from the same seed, paying for a database key each run, or
+giving another verdict on a slower machine."""
 import inspect
+import math
 import pathlib
 import re
+import time
 import tomllib
 
 import hypothesis
 from hypothesis import given, settings, strategies as st
 
-from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key
+import fast_clock
+from ptlrpc_conformance.fixtures.stateful import fixed_constants, no_database_key, untimed_shrinking
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -70,3 +74,40 @@ def test_a_moved_internal_is_an_error_not_a_silent_fallback(monkeypatch):
     with pytest.raises(AttributeError):
         with fixed_constants():
             pass
+
+
+def test_untimed_shrinking_lifts_the_shrinking_limit_in_seconds():
+    from hypothesis.internal.conjecture import engine
+    limit = engine.MAX_SHRINKING_SECONDS
+    assert isinstance(limit, (int, float)) and limit < math.inf
+    with untimed_shrinking():
+        assert engine.MAX_SHRINKING_SECONDS == math.inf
+    assert engine.MAX_SHRINKING_SECONDS == limit           # put back
+
+
+def test_a_property_checks_the_same_examples_and_gives_the_same_verdict_however_fast_time_runs(monkeypatch):
+    """A property case (check_property) whose check fails on some examples: the examples it
+    checks, in order, and its verdict are the same when each read of the clock is 11 s after the
+    one before (tests/fast_clock.py) as with the real clock.  Hypothesis's limits in seconds
+    (more bugs looked for during ten seconds after the first, five minutes of shrinking) would
+    end the search or the shrinking at once; the stateful parts' counterpart is
+    tests/test_target_suite.py's run of two workers with that clock."""
+    from ptlrpc_conformance.harness.verdicts import judge
+    from ptlrpc_conformance.suites.test_properties import check_property
+
+    def run():
+        checked, verdicts = [], []
+
+        def check(example):
+            checked.append(example)
+            if sum(example) > 1000:
+                return judge.Judgement(judge.FAIL, f"sum of {example} over 1000")
+            return judge.Judgement(judge.PASS)
+        check_property(st.lists(st.integers(0, 600)), check, 7, 100, verdicts.append, "toy")
+        return checked, [(v.status, v.message) for v in verdicts]
+
+    real = run()
+    assert [status for status, _ in real[1]] == [judge.FAIL]
+    monkeypatch.setattr(time, "monotonic", fast_clock.fast(time.monotonic))
+    monkeypatch.setattr(time, "perf_counter", fast_clock.fast(time.perf_counter))
+    assert run() == real

@@ -22,18 +22,11 @@ case = pytest.mark.conformance
 
 
 class _Counterexample(Exception):
-    """A failing example (its judgement): a failure of SHOULD requirements only."""
+    """A failing example (its judgement)."""
 
     def __init__(self, j: judge.Judgement):
         super().__init__(j.message)
         self.judgement = j
-
-
-class _MustCounterexample(_Counterexample):
-    """A failing example charged to a MUST requirement.  A class of its own: Hypothesis tells
-    failures apart by their exception's type, and shrinks and reports each kind apart, so that
-    the simpler examples that fail a SHOULD check only (every example, for a wrong checksum)
-    cannot shrink a MUST failure away."""
 
 
 def _charges_must(j: judge.Judgement) -> bool:
@@ -61,9 +54,10 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     `unreadable`: the requirements an IUT result the check cannot read is charged to (default:
     the case's).
 
-    A failing example charged to a MUST requirement is shrunk and reported apart from those that
-    fail SHOULD checks only (_MustCounterexample): the verdict is the MUST failure, the SHOULD
-    one charged with it.  A failing example that passes when Hypothesis sends it again (Flaky)
+    A failing SHOULD check never hides a MUST failure: a first pass raises only the examples
+    charged to a MUST requirement (the verdict is that failure, shrunk, with the first SHOULD-only
+    failure charged and shown beside it); a second pass from the same seed shrinks a SHOULD-only
+    failure when there was no MUST one.  A failing example that passes when Hypothesis sends it again (Flaky)
     is the IUT's failure: it answered one input two ways.
 
     IUT trouble (a crash, a hang, garbage, a wrong id) that `iut`, the adapter, meets anywhere
@@ -77,11 +71,11 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     rejects everything exercises nothing), or when the direction is among
     `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
     `control_rejected` says when neither holds."""
-    from hypothesis import HealthCheck, given, reject, seed, settings
+    from hypothesis import given, reject, seed
     from hypothesis.errors import Flaky, Unsatisfiable
 
-    from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, trouble_judgement,
-                                                      watch_trouble)
+    from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, seed_only_settings,
+                                                      trouble_judgement, untimed_shrinking, watch_trouble)
 
     not_applicable = []
     mismatches: dict[str, dict] = {}    # errno-agnostic runs: every example rejected with another class
@@ -90,10 +84,16 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     accepted: set = set(accepted_directions)    # the directions of the examples (or controls) accepted
     recorded = []                       # whether any example said what it exercised
     errno_judged = [True]
+    # A failing SHOULD check must not hide a MUST failure (every example fails a wrong checksum,
+    # so Hypothesis would stop at the first one and shrink it).  The first pass over the
+    # examples raises only failures charged to a MUST requirement and notes the others; only
+    # when it found none does a second pass, from the same seed, raise and shrink the first
+    # SHOULD failure.  Both passes depend on the seed alone (seed_only_settings).
+    search_must = [True]
+    should_only: list[judge.Judgement] = []     # the SHOULD-only failures the first pass met
 
     @seed(conformance_seed)
-    @settings(max_examples=conformance_examples, deadline=None, database=None, derandomize=False,
-              suppress_health_check=list(HealthCheck), print_blob=False)
+    @seed_only_settings(max_examples=conformance_examples)
     @given(strategy)
     def run(example):
         met = len(troubles)
@@ -117,7 +117,10 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
                                     f"the run stopped at its first trouble):", f"example: {str(example)[:300]}",
                     found=j, charge=unreadable))
         if j.status in (judge.FAIL, judge.ERROR):
-            raise (_MustCounterexample if _charges_must(j) else _Counterexample)(j)
+            if search_must[0] and not _charges_must(j):
+                should_only.append(j)       # not raised: the search for a MUST failure goes on
+                return
+            raise _Counterexample(j)
         for m in j.notes.get("errno_class_mismatches") or ():
             mismatches.setdefault(repr(example), dict(m, case=f"{title}: example {len(mismatches) + 1}"))
         if j.status == judge.PASS and "exercised" in j.notes:
@@ -133,9 +136,16 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     no_database_key(run)
     verdict = None
     try:
-        with watch_trouble(iut) as troubles, fixed_constants():
-            # the examples depend on the seed alone, not on what else is loaded
+        # the examples and their shrinking depend on the seed alone, not on what else is loaded or on time
+        with watch_trouble(iut) as troubles, fixed_constants(), untimed_shrinking():
             run()
+            if should_only:             # no MUST failure: the SHOULD failure is the verdict, shrunk
+                search_must[0] = False
+                run()
+                # the second pass met no failure: the IUT answered an input two ways
+                verdict = should_only[0]
+                verdict.message = (f"{title}: counterexample (seed {conformance_seed}; not shrunk: the IUT passed "
+                                   f"it in a second pass over the same examples):\n{verdict.message}")
     except IUTFault as e:
         verdict = e.judgement
     except Unsatisfiable:           # no example applied at all
@@ -153,6 +163,10 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
         for other in found[1:]:
             verdict.charge(other.failed_requirements)
             verdict.message += f"\n\nanother counterexample (seed {conformance_seed}, shrunk):\n{other.message}"
+        if search_must[0] and should_only:      # a MUST failure found: the SHOULD one is charged and shown too
+            verdict.charge(should_only[0].failed_requirements)
+            verdict.message += (f"\n\na SHOULD check also failed (seed {conformance_seed}, the first such example, "
+                                f"not shrunk):\n{should_only[0].message}")
     if mismatches:
         verdict = verdict or judge.Judgement(judge.PASS)
         verdict.notes["errno_class_mismatches"] = list(mismatches.values())
