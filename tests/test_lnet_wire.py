@@ -76,12 +76,25 @@ GOLDEN = {
     "hello V3 big-endian, NONE": (Hello(3, SERVER, CLIENT, 12345, 12345, INC, 0, -1, big=True),
                                   hx("45726963 00000003 00020000 7f000001 00020000 7f000002 00003039 00003039"
                                      "11223344 55667788 00000000 00000000 ffffffff 00000000")),
+    "acceptor v2 (IPv6 NID) big-endian": (AcceptorRequest(Nid.ip("::1"), big=True),        # lnet_nid: never swapped
+                                          hx("acce7100 00000002 0c020000 00000000 00000000 00000000 00000001")),
+    "hello V2 with two addresses big-endian": (
+        Hello(2, CLIENT, SERVER, 12345, 12345, INC, INC + 1, 1, ips=(0x7F000002, 0x0A000001), big=True),
+        hx("45726963 00000002 00020000 7f000002 00020000 7f000001 00003039 00003039"
+           "11223344 55667788 11223344 55667789 00000001 00000002 7f000002 0a000001")),
+    "hello V4 big-endian": (Hello(4, CLIENT, SERVER, 12345, 12345, INC, 0, 1, big=True),
+                            hx("45726963 00000004"
+                               "00020000 7f000002 00000000 00000000 00000000"
+                               "00020000 7f000001 00000000 00000000 00000000"
+                               "00003039 00003039 11223344 55667788 00000000 00000000 00000001 00000000")),
     "hello V4": (Hello(4, CLIENT, SERVER, 12345, 12345, INC, 0, 1),
                  hx("63697245 04000000"
                     "00020000 7f000002 00000000 00000000 00000000"
                     "00020000 7f000001 00000000 00000000 00000000"
                     "39300000 39300000 88776655 44332211 00000000 00000000 01000000 00000000")),
     "ksock NOOP ZC-ACK": (KsockHeader(0xC0, 0, (0, 5)), hx("c0000000 00000000 00000000 00000000 05000000 00000000")),
+    "ksock LNET with a ZC cookie big-endian": (KsockHeader(0xC1, 0x01020304, (0x0A0B0C0D0E0F1011, 0)),
+                                               hx("000000c1 01020304 0a0b0c0d 0e0f1011 00000000 00000000")),
     "PUT nid4": (LnetHeader(1, SERVER, CLIENT, 12345, 12345, 5, match_bits=0x5F00000000001234, portal=28),
                  hx("0100007f 00000200 0200007f 00000200 39300000 39300000 01000000 05000000"
                     "ffffffff ffffffff ffffffff ffffffff 34120000 0000005f 00000000 00000000 1c000000 00000000")),
@@ -133,9 +146,40 @@ def test_constants_are_lustres():
     assert all(row.get("cite") for row in spec.lnet()["constants"].values())
 
 
+def _structures(value, wide: bool = False) -> set[str]:
+    """The structures of spec/lnet.yaml whose bytes a golden case writes out."""
+    if isinstance(value, AcceptorRequest):
+        return {"lnet_acceptor_connreq" if value.nid.is_nid4 else "lnet_acceptor_connreq_v2"}
+    if isinstance(value, Hello):
+        return {"ksock_hello_msg" if value.wide else "ksock_hello_msg_nid4"}
+    if isinstance(value, KsockHeader):
+        return {"ksock_msg_hdr"}
+    if isinstance(value, LnetHeader):
+        return {"lnet_hdr_nid16" if wide else "lnet_hdr_nid4", "lnet_handle_wire",
+                spec.lnet()["variants"][value.type]}
+    return {"lnet_ping_info"} | ({"lnet_ni_status"} if value.nis else set())
+
+
+def test_every_structure_has_golden_bytes_in_each_byte_order_it_may_come_in():
+    """Each structure of spec/lnet.yaml is written out above; one in the sender's byte order
+    (`order: sender`) both little- and big-endian, since a receiver must read either."""
+    seen: dict[str, set[bool]] = {}
+    for case, (value, _raw) in list(GOLDEN.items()) + [("wide PUT", WIDE_PUT[:2])]:
+        for name in _structures(value, wide=case == "wide PUT"):
+            seen.setdefault(name, set()).add("big-endian" in case)
+    structs = layouts.lnet()["structs"]
+    assert set(seen) == set(structs)
+    for name, row in structs.items():
+        assert seen[name] == ({False, True} if row["order"] == "sender" else {False}), name
+
+
 @pytest.mark.parametrize("case", sorted(GOLDEN))
 def test_golden_bytes(case):
     value, raw = GOLDEN[case]
+    if isinstance(value, KsockHeader):          # its byte order is the connection's, not its own
+        big = "big-endian" in case
+        assert value.pack(big) == raw and wire.unpack_ksock(raw, big) == value
+        return
     packed = value.pack()
     assert packed == raw
     if isinstance(value, AcceptorRequest):
