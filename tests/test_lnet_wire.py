@@ -3,6 +3,11 @@ sizes and offsets as Lustre's headers state them, golden bytes written out by ha
 in both byte orders, and the capture reader and writer (capture/socklnd.py) agreeing with it."""
 from __future__ import annotations
 
+import os
+import pathlib
+import re
+import subprocess
+
 import pytest
 
 from ptlrpc_conformance import spec
@@ -134,6 +139,67 @@ def test_layouts_are_lustres(name):
     assert lay.size == size
     assert {f.name: f.offset for f in lay.fields} == offsets
     assert name == "lnet_nid" or lay.cite           # every structure names its source
+
+
+# Where Lustre declares each structure (packed, so each member follows the one before it),
+# by the name spec/lnet.yaml gives it; read from a lustre-release tree or git directory.
+HEADERS = {"include/uapi/linux/lnet/lnet-idl.h": {
+               "lnet_nid": "struct lnet_nid", "lnet_handle_wire": "struct lnet_handle_wire",
+               "lnet_acceptor_connreq": "struct lnet_acceptor_connreq",
+               "lnet_acceptor_connreq_v2": "struct lnet_acceptor_connreq_v2",
+               "lnet_hdr_nid4": "struct _lnet_hdr_nid4", "lnet_hdr_nid16": "struct lnet_hdr",
+               "lnet_put": "struct lnet_put", "lnet_get": "struct lnet_get", "lnet_reply": "struct lnet_reply",
+               "lnet_ack": "struct lnet_ack", "lnet_ping_info": "struct lnet_ping_info",
+               "lnet_ni_status": "struct lnet_ni_status"},
+           "lnet/klnds/socklnd/socklnd-idl.h": {
+               "ksock_hello_msg_nid4": "struct ksock_hello_msg_nid4", "ksock_hello_msg": "struct ksock_hello_msg",
+               "ksock_msg_hdr": "struct ksock_msg_hdr"}}
+C_SIZES = {"__u8": 1, "__s8": 1, "__u16": 2, "__be16": 2, "__s16": 2, "__u32": 4, "__be32": 4, "__s32": 4,
+           "lnet_pid_t": 4, "__u64": 8, "__s64": 8, "__be64": 8, "lnet_nid_t": 8}
+LUSTRE_GIT, LUSTRE_TREE = os.environ.get("PTLRPC_LUSTRE_GIT"), os.environ.get("PTLRPC_LUSTRE_TREE")
+
+
+def _lustre_source(path: str) -> str:
+    if LUSTRE_GIT:
+        return subprocess.run(["git", "--git-dir", LUSTRE_GIT, "show", f"v2_17_57:{path}"], capture_output=True,
+                              text=True, check=True, timeout=60).stdout
+    return (pathlib.Path(LUSTRE_TREE) / path).read_text(encoding="utf-8", errors="replace")
+
+
+def _packed_layouts(text: str, out: dict) -> dict[str, tuple[int, dict[str, int]]]:
+    """Size and member offsets of every packed struct and union declared in a C header whose
+    members are of the types above or of a struct or union declared before, or arrays of them
+    (a flexible array at the end takes no room and is left out), added to `out` (the ones
+    declared before, in this header or another); any other is not listed."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    for kind, name, body in re.findall(r"^(struct|union)\s+(\w+)\s*\{(.*?)^\}\s*(?:__packed|__attribute__)", text, re.M | re.S):
+        at, size, offsets = 0, 0, {}
+        for member in filter(None, (m.strip() for m in body.split(";"))):
+            found = re.fullmatch(r"((?:struct|union)\s+\w+|\w+)\s+(\w+)(?:\[(\d*)\])?", " ".join(member.split()))
+            if not found or (found[1] not in out and found[1] not in C_SIZES):
+                break
+            ctype, field, count = found.groups()
+            one = out[ctype][0] if ctype in out else C_SIZES[ctype]
+            room = one * (int(count) if count else 0 if count is not None else 1)
+            if count is not None and room == 0:
+                continue
+            offsets[field] = 0 if kind == "union" else at
+            at += 0 if kind == "union" else room
+            size = max(size, room) if kind == "union" else at
+        else:
+            out[f"{kind} {name}"] = (size, offsets)
+    return out
+
+
+@pytest.mark.skipif(not (LUSTRE_GIT or LUSTRE_TREE), reason="not run: neither $PTLRPC_LUSTRE_GIT (a lustre-release "
+                    "git directory with tag v2_17_57) nor $PTLRPC_LUSTRE_TREE (a lustre-release tree) is given")
+def test_the_sizes_and_offsets_written_here_are_what_lustre_s_headers_declare():
+    """LUSTRE_LAYOUTS, written by hand, against the declarations in Lustre's own headers."""
+    seen, declared = {}, {}
+    for path, names in HEADERS.items():             # lnet-idl.h first: socklnd-idl.h uses its lnet_nid
+        _packed_layouts(_lustre_source(path), declared)
+        seen.update({ours: declared[theirs] for ours, theirs in names.items()})
+    assert seen == LUSTRE_LAYOUTS
 
 
 def test_every_structure_of_the_data_is_checked_here():
