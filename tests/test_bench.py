@@ -35,7 +35,7 @@ def test_bench_quick_prints_every_section(tmp_path):
     text = proc.stdout
     assert "Traceback" not in text + proc.stderr
     sections = re.findall(r"^\[([a-z-]+)\]", text, re.M)
-    assert sections == ["in-process", "exec", "tshark", "suite", "plugin"]
+    assert sections == ["in-process", "exec", "tshark", "lnet", "suite", "plugin"]
     rate = r"[\d,]+/s"
     assert re.search(rf"^  reference \(in-process\) +{rate} +{rate}$", text, re.M)
     for label in ("echo, no decoding \\(raw pipe limit\\)", "reference \\(python -m ptlrpc_conformance.reference\\)",
@@ -47,6 +47,9 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert re.search(rf"adapter \(tshark\): {rate} one at a time, {rate} pipelined", tshark), tshark
     assert re.search(rf"tshark's own rate: {rate} \(\d+ messages in one capture, start-up [\d.]+ s "
                      r"subtracted\); the adapter reaches \d+% of it", tshark), tshark
+    assert re.search(rf"^  OST_STATFS from 127.0.0.2@tcp to serve --iut reference at 127.0.0.1@tcp: {rate} one at a "
+                     rf"time, {rate} with 8 in flight \([\d.]+x\)$", text, re.M), text
+    assert figures_line_follows(text)
     assert re.search(r"^  serial +[\d.]+ s +1 cases   \(round 1\)$", text, re.M)
     assert re.search(r"^  -n auto +skipped: --quick", text, re.M)
     assert re.search(r"^  median serial: [\d.]+ s$", text, re.M)
@@ -72,6 +75,7 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert len(workload) == 1 and workload[0]["exit_statuses"] == [0, 0, 0, 0] and workload[0]["speedup"] > 0
     assert figures["suite"]["workload_ceiling_speedup"] == workload[0]["speedup"]
     assert figures["tshark"]["pipelined"] > 0 and figures["tshark"]["tshark_own"] > 0
+    assert figures["lnet"]["one_at_a_time"] > 0 and figures["lnet"]["in_flight"] > 0
     serial = [r for r in figures["suite"]["runs"] if r["mode"] == "serial"]
     assert 0 < serial[0]["startup_s"] < serial[0]["wall_s"] and 0 < serial[0]["startup_cpu_s"] <= serial[0]["cpu_s"]
     assert figures["suite"]["median_startup_s"] == serial[0]["startup_s"]
@@ -80,6 +84,28 @@ def test_bench_quick_prints_every_section(tmp_path):
     assert plugin["difference_ms"] == round(1000 * (plugin["median_with_s"] - plugin["median_without_s"]), 1)
     assert plugin["within_noise"] == (abs(plugin["difference_ms"]) <= plugin["noise_ms"])
     assert 0 < plugin["import_ms"] < plugin["registration_import_ms"]
+
+
+def figures_line_follows(text: str) -> bool:
+    """The [lnet] section's second line: the in-process rate of the same requests."""
+    return bool(re.search(r"^  the same requests to the reference in-process: [\d,]+/s; over LNet one at a time "
+                          r"reaches \d+% of it$", text, re.M))
+
+
+def test_bench_lnet_section_measures_exchanges_over_loopback(capsys):
+    """The [lnet] section as main() calls it: the engine connects to an in-process serve of the
+    reference on 127.0.0.1 and every OST_STATFS gets its final reply, one at a time and 8 in
+    flight; the figures are positive (their size is not judged)."""
+    from ptlrpc_conformance.harness.tools import bench
+    row = bench._lnet_section(0.3, 1, 10.0)
+    assert "skipped" not in row and "failed" not in row, row
+    assert row["one_at_a_time"] > 0 and row["in_flight"] > 0 and row["in_process"] > 0, row
+    assert row["xids_in_flight"] == 8 and row["in_flight_ratio"] > 0 and row["share_of_in_process"] > 0
+    bench._print_lnet(row)
+    printed = capsys.readouterr().out
+    assert re.search(r"^  OST_STATFS from 127.0.0.2@tcp to serve --iut reference at 127.0.0.1@tcp: [\d,]+/s one at "
+                     r"a time, [\d,]+/s with 8 in flight", printed, re.M), printed
+    assert figures_line_follows(printed), printed
 
 
 def test_bench_finds_the_c_example_of_a_source_checkout(tmp_path, monkeypatch):

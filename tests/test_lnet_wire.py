@@ -3,6 +3,11 @@ sizes and offsets as Lustre's headers state them, golden bytes written out by ha
 in both byte orders, and the capture reader and writer (capture/socklnd.py) agreeing with it."""
 from __future__ import annotations
 
+import os
+import pathlib
+import re
+import subprocess
+
 import pytest
 
 from ptlrpc_conformance import spec
@@ -76,12 +81,25 @@ GOLDEN = {
     "hello V3 big-endian, NONE": (Hello(3, SERVER, CLIENT, 12345, 12345, INC, 0, -1, big=True),
                                   hx("45726963 00000003 00020000 7f000001 00020000 7f000002 00003039 00003039"
                                      "11223344 55667788 00000000 00000000 ffffffff 00000000")),
+    "acceptor v2 (IPv6 NID) big-endian": (AcceptorRequest(Nid.ip("::1"), big=True),        # lnet_nid: never swapped
+                                          hx("acce7100 00000002 0c020000 00000000 00000000 00000000 00000001")),
+    "hello V2 with two addresses big-endian": (
+        Hello(2, CLIENT, SERVER, 12345, 12345, INC, INC + 1, 1, ips=(0x7F000002, 0x0A000001), big=True),
+        hx("45726963 00000002 00020000 7f000002 00020000 7f000001 00003039 00003039"
+           "11223344 55667788 11223344 55667789 00000001 00000002 7f000002 0a000001")),
+    "hello V4 big-endian": (Hello(4, CLIENT, SERVER, 12345, 12345, INC, 0, 1, big=True),
+                            hx("45726963 00000004"
+                               "00020000 7f000002 00000000 00000000 00000000"
+                               "00020000 7f000001 00000000 00000000 00000000"
+                               "00003039 00003039 11223344 55667788 00000000 00000000 00000001 00000000")),
     "hello V4": (Hello(4, CLIENT, SERVER, 12345, 12345, INC, 0, 1),
                  hx("63697245 04000000"
                     "00020000 7f000002 00000000 00000000 00000000"
                     "00020000 7f000001 00000000 00000000 00000000"
                     "39300000 39300000 88776655 44332211 00000000 00000000 01000000 00000000")),
     "ksock NOOP ZC-ACK": (KsockHeader(0xC0, 0, (0, 5)), hx("c0000000 00000000 00000000 00000000 05000000 00000000")),
+    "ksock LNET with a ZC cookie big-endian": (KsockHeader(0xC1, 0x01020304, (0x0A0B0C0D0E0F1011, 0)),
+                                               hx("000000c1 01020304 0a0b0c0d 0e0f1011 00000000 00000000")),
     "PUT nid4": (LnetHeader(1, SERVER, CLIENT, 12345, 12345, 5, match_bits=0x5F00000000001234, portal=28),
                  hx("0100007f 00000200 0200007f 00000200 39300000 39300000 01000000 05000000"
                     "ffffffff ffffffff ffffffff ffffffff 34120000 0000005f 00000000 00000000 1c000000 00000000")),
@@ -123,6 +141,67 @@ def test_layouts_are_lustres(name):
     assert name == "lnet_nid" or lay.cite           # every structure names its source
 
 
+# Where Lustre declares each structure (packed, so each member follows the one before it),
+# by the name spec/lnet.yaml gives it; read from a lustre-release tree or git directory.
+HEADERS = {"include/uapi/linux/lnet/lnet-idl.h": {
+               "lnet_nid": "struct lnet_nid", "lnet_handle_wire": "struct lnet_handle_wire",
+               "lnet_acceptor_connreq": "struct lnet_acceptor_connreq",
+               "lnet_acceptor_connreq_v2": "struct lnet_acceptor_connreq_v2",
+               "lnet_hdr_nid4": "struct _lnet_hdr_nid4", "lnet_hdr_nid16": "struct lnet_hdr",
+               "lnet_put": "struct lnet_put", "lnet_get": "struct lnet_get", "lnet_reply": "struct lnet_reply",
+               "lnet_ack": "struct lnet_ack", "lnet_ping_info": "struct lnet_ping_info",
+               "lnet_ni_status": "struct lnet_ni_status"},
+           "lnet/klnds/socklnd/socklnd-idl.h": {
+               "ksock_hello_msg_nid4": "struct ksock_hello_msg_nid4", "ksock_hello_msg": "struct ksock_hello_msg",
+               "ksock_msg_hdr": "struct ksock_msg_hdr"}}
+C_SIZES = {"__u8": 1, "__s8": 1, "__u16": 2, "__be16": 2, "__s16": 2, "__u32": 4, "__be32": 4, "__s32": 4,
+           "lnet_pid_t": 4, "__u64": 8, "__s64": 8, "__be64": 8, "lnet_nid_t": 8}
+LUSTRE_GIT, LUSTRE_TREE = os.environ.get("PTLRPC_LUSTRE_GIT"), os.environ.get("PTLRPC_LUSTRE_TREE")
+
+
+def _lustre_source(path: str) -> str:
+    if LUSTRE_GIT:
+        return subprocess.run(["git", "--git-dir", LUSTRE_GIT, "show", f"v2_17_57:{path}"], capture_output=True,
+                              text=True, check=True, timeout=60).stdout
+    return (pathlib.Path(LUSTRE_TREE) / path).read_text(encoding="utf-8", errors="replace")
+
+
+def _packed_layouts(text: str, out: dict) -> dict[str, tuple[int, dict[str, int]]]:
+    """Size and member offsets of every packed struct and union declared in a C header whose
+    members are of the types above or of a struct or union declared before, or arrays of them
+    (a flexible array at the end takes no room and is left out), added to `out` (the ones
+    declared before, in this header or another); any other is not listed."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    for kind, name, body in re.findall(r"^(struct|union)\s+(\w+)\s*\{(.*?)^\}\s*(?:__packed|__attribute__)", text, re.M | re.S):
+        at, size, offsets = 0, 0, {}
+        for member in filter(None, (m.strip() for m in body.split(";"))):
+            found = re.fullmatch(r"((?:struct|union)\s+\w+|\w+)\s+(\w+)(?:\[(\d*)\])?", " ".join(member.split()))
+            if not found or (found[1] not in out and found[1] not in C_SIZES):
+                break
+            ctype, field, count = found.groups()
+            one = out[ctype][0] if ctype in out else C_SIZES[ctype]
+            room = one * (int(count) if count else 0 if count is not None else 1)
+            if count is not None and room == 0:
+                continue
+            offsets[field] = 0 if kind == "union" else at
+            at += 0 if kind == "union" else room
+            size = max(size, room) if kind == "union" else at
+        else:
+            out[f"{kind} {name}"] = (size, offsets)
+    return out
+
+
+@pytest.mark.skipif(not (LUSTRE_GIT or LUSTRE_TREE), reason="not run: neither $PTLRPC_LUSTRE_GIT (a lustre-release "
+                    "git directory with tag v2_17_57) nor $PTLRPC_LUSTRE_TREE (a lustre-release tree) is given")
+def test_the_sizes_and_offsets_written_here_are_what_lustre_s_headers_declare():
+    """LUSTRE_LAYOUTS, written by hand, against the declarations in Lustre's own headers."""
+    seen, declared = {}, {}
+    for path, names in HEADERS.items():             # lnet-idl.h first: socklnd-idl.h uses its lnet_nid
+        _packed_layouts(_lustre_source(path), declared)
+        seen.update({ours: declared[theirs] for ours, theirs in names.items()})
+    assert seen == LUSTRE_LAYOUTS
+
+
 def test_every_structure_of_the_data_is_checked_here():
     assert set(layouts.lnet()["structs"]) | {"lnet_nid"} == set(LUSTRE_LAYOUTS)
     assert "lnet_nid" not in layouts.lnet()["structs"]      # one layout of it: the release table's
@@ -133,9 +212,40 @@ def test_constants_are_lustres():
     assert all(row.get("cite") for row in spec.lnet()["constants"].values())
 
 
+def _structures(value, wide: bool = False) -> set[str]:
+    """The structures of spec/lnet.yaml whose bytes a golden case writes out."""
+    if isinstance(value, AcceptorRequest):
+        return {"lnet_acceptor_connreq" if value.nid.is_nid4 else "lnet_acceptor_connreq_v2"}
+    if isinstance(value, Hello):
+        return {"ksock_hello_msg" if value.wide else "ksock_hello_msg_nid4"}
+    if isinstance(value, KsockHeader):
+        return {"ksock_msg_hdr"}
+    if isinstance(value, LnetHeader):
+        return {"lnet_hdr_nid16" if wide else "lnet_hdr_nid4", "lnet_handle_wire",
+                spec.lnet()["variants"][value.type]}
+    return {"lnet_ping_info"} | ({"lnet_ni_status"} if value.nis else set())
+
+
+def test_every_structure_has_golden_bytes_in_each_byte_order_it_may_come_in():
+    """Each structure of spec/lnet.yaml is written out above; one in the sender's byte order
+    (`order: sender`) both little- and big-endian, since a receiver must read either."""
+    seen: dict[str, set[bool]] = {}
+    for case, (value, _raw) in list(GOLDEN.items()) + [("wide PUT", WIDE_PUT[:2])]:
+        for name in _structures(value, wide=case == "wide PUT"):
+            seen.setdefault(name, set()).add("big-endian" in case)
+    structs = layouts.lnet()["structs"]
+    assert set(seen) == set(structs)
+    for name, row in structs.items():
+        assert seen[name] == ({False, True} if row["order"] == "sender" else {False}), name
+
+
 @pytest.mark.parametrize("case", sorted(GOLDEN))
 def test_golden_bytes(case):
     value, raw = GOLDEN[case]
+    if isinstance(value, KsockHeader):          # its byte order is the connection's, not its own
+        big = "big-endian" in case
+        assert value.pack(big) == raw and wire.unpack_ksock(raw, big) == value
+        return
     packed = value.pack()
     assert packed == raw
     if isinstance(value, AcceptorRequest):

@@ -576,13 +576,14 @@ class Trace:
     callbacks: int = 0
 
 
-def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT, reply_bits=None) -> Trace:
+def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT, reply_bits=None, seen=None) -> Trace:
     """Every PtlRPC exchange of a capture, and the replies it could not pair (see
     `read_pcap`, which refuses a capture with such replies).  `reply_bits(request payload)`:
     the other match bits its reply may be sent with (a 2.15+ server replies on the request's
     pb_mbits, LU-14594), or None; a reply is paired on its request's XID first, then on
-    those.  Raises TraceError on input it cannot read, on bytes missing from a stream and on
-    a stream that ends mid-message."""
+    those.  `seen(piece)`: told of every socklnd structure framed (socklnd.frame).  Raises
+    TraceError on input it cannot read, on bytes missing from a stream and on a stream that
+    ends mid-message."""
     streams: dict[tuple, _Stream] = {}
     records: list[dict] = []
     latest: dict[tuple, dict] = {}
@@ -638,7 +639,7 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT, reply_bits=None
             raise TraceError(path, pkt.number, _SNAP_CUT)
         if not stream.add(seq, payload, pkt.number):
             continue
-        for m in frame(path, stream, pkt.number):
+        for m in frame(path, stream, pkt.number, seen):
             count += 1
             if m.type != LNET_MSG_PUT or m.portal in BULK_PORTALS:
                 continue

@@ -31,7 +31,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.spec import layouts
@@ -186,14 +186,34 @@ class LnetMessage:
     payload: bytes
 
 
+@dataclass(frozen=True)
+class Piece:
+    """One socklnd structure as framed from a stream, for a reader that wants every byte
+    accounted for (`frame`'s `seen`): `kind` is acceptor, hello (with its addresses), noop or
+    lnet (the ksock header, the LNet header and the payload); `big`: the sender wrote its
+    own-order fields big-endian."""
+    kind: str
+    packet: int            # the packet that completed it
+    stream: str
+    data: bytes
+    big: bool
+
+
 def u32(b: bytes, off: int, flip: bool = False) -> int:
     return struct.unpack_from(">I" if flip else "<I", b, off)[0]
 
 
-def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
-    """Split the stream's in-order bytes into socklnd messages; keeps an incomplete tail."""
+def frame(path, stream, packet: int, seen: Callable[[Piece], None] | None = None) -> Iterator[LnetMessage]:
+    """Split the stream's in-order bytes into socklnd messages; keeps an incomplete tail.
+    `seen(piece)`, if given, is told of every structure framed, the acceptor request, the
+    hellos and the NOOPs too, with its bytes."""
     buf = stream.buf
     pos = 0
+
+    def tell(kind: str, end: int, big: bool) -> None:
+        if seen is not None:
+            seen(Piece(kind, packet, stream.name, bytes(buf[pos:end]), big))
+
     while len(buf) - pos >= 4:
         word = u32(buf, pos)
         swapped = int.from_bytes(buf[pos:pos + 4], "big")
@@ -206,6 +226,7 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
                 raise TraceError(path, packet, f"{stream.name}: acceptor request of unknown version {version}")
             if len(buf) - pos < size:
                 break
+            tell("acceptor", pos + size, swapped == LNET_PROTO_ACCEPTOR_MAGIC)
             pos += size
         elif word == LNET_PROTO_MAGIC or swapped == LNET_PROTO_MAGIC:
             flip = swapped == LNET_PROTO_MAGIC
@@ -223,6 +244,7 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
             if len(buf) - pos < base + 4 * nips:
                 break
             stream.flip, stream.version = flip, version
+            tell("hello", pos + base + 4 * nips, flip)
             pos += base + 4 * nips
         elif word == LNET_PROTO_TCP_MAGIC:
             raise TraceError(path, packet, f"{stream.name}: socklnd protocol version 1 is not supported")
@@ -231,6 +253,7 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
             if ktype == KSOCK_MSG_NOOP:
                 if len(buf) - pos < KSOCK_HDR_SIZE:
                     break
+                tell("noop", pos + KSOCK_HDR_SIZE, stream.flip)
                 pos += KSOCK_HDR_SIZE
             elif ktype == KSOCK_MSG_LNET:
                 wide = stream.version == _KSOCK_PROTO_V4
@@ -259,6 +282,7 @@ def frame(path, stream, packet: int) -> Iterator[LnetMessage]:
                     portal = u32(h, var + _PUT_PORTAL_AT)
                     offset = u32(h, var + _PUT_OFFSET_AT)
                 payload = bytes(buf[start + hsize:start + hsize + plen])
+                tell("lnet", start + hsize + plen, stream.flip)
                 pos = start + hsize + plen
                 yield LnetMessage(packet, src, dst, mtype, portal, mbits, offset, payload)
             else:

@@ -15,6 +15,12 @@ A benchmark, not a test: it prints figures, it judges nothing.  In one run it me
                fields, its start-up time subtracted); skipped with the reason when tshark
                or the adapter is missing, reported failed with the reason when tshark's
                own run fails (an exit status other than 0, or no end within 600 s)
+  lnet         exchanges/s over LNet on loopback: the LNet engine (a client node on
+               127.0.0.2) sends OST_STATFS requests as PUTs to an in-process `serve --iut
+               reference` (a listener on 127.0.0.1, a free port, accept_all) and waits for
+               each final reply; one at a time, and with LNET_IN_FLIGHT exchanges in flight
+               at once (as many threads on the one connection, each with its own XIDs),
+               beside the same requests to the reference in-process (no LNet)
   suite        wall time of `certify --iut reference`, serial and with `-n auto`, in turn,
                --suite-rounds times (medians reported), beside this machine's own speed-up
                on two CPU-bound processes at the time (on a shared machine both move); with
@@ -52,14 +58,21 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
-from ptlrpc_conformance.harness.capture import pcap
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.capture import pcap, socklnd
 from ptlrpc_conformance.harness.data.vectors import load_all
 from ptlrpc_conformance.harness.options import Parser, positive_float, positive_int
 from ptlrpc_conformance.harness.tools import firstcase
+from ptlrpc_conformance.harness.ost import wire as ost_wire
+from ptlrpc_conformance.harness.ost.client import Client
 from ptlrpc_conformance.harness.transport import tshark as tshark_adapter
 from ptlrpc_conformance.harness.transport.adapter import IUTStartError, NotApplicable, UsageError
+from ptlrpc_conformance.harness.transport.lnet_engine.node import LnetSetupError, Node
+from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
+from ptlrpc_conformance.harness.transport.lnet_serve import REPLY_PORTAL, Server
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 
 BATCH = 256
@@ -217,6 +230,108 @@ def _tshark_section(spec: str, requests, seconds: float, timeout: float, rounds:
 # ------------------------------------------------------------------------------------
 
 LOOP = "s = 0\nfor i in range(4_000_000):\n    s += i\n"
+
+
+LNET_IN_FLIGHT = 8
+LNET_SERVER, LNET_CLIENT = "127.0.0.1@tcp", "127.0.0.2@tcp"
+# where osc_statfs sends OST_STATFS (spec/target.yaml `portals`)
+STATFS_PORTAL = next(p for p, row in spec.target()["portals"]["requests"].items() if row["name"] == "OST_CREATE_PORTAL")
+
+
+def _lnet_section(seconds: float, rounds: int, timeout: float) -> dict:
+    """Exchanges/s through the LNet engine to an in-process `serve --iut reference`: one at a
+    time, and LNET_IN_FLIGHT at once; the same requests to the reference in-process beside
+    them.  The best round of each counts."""
+    out: dict = {"server": LNET_SERVER, "client": LNET_CLIENT, "request": "OST_STATFS", "xids_in_flight": LNET_IN_FLIGHT}
+    try:
+        adapter = load_adapter("reference", timeout=timeout)
+        adapter.start()
+    except (UsageError, IUTStartError) as e:
+        out["skipped"] = f"cannot start the reference: {e}"
+        return out
+    server = node = None
+    try:
+        server = Server(adapter, LNET_SERVER, "127.0.0.1", 0, accept_all=True).start()
+        node = Node(Nid.parse(LNET_CLIENT))
+        dialled = node.connect("127.0.0.1", LNET_SERVER, server.address[1], privileged=False)
+        if not dialled.ok:
+            out["skipped"] = f"the engine could not connect to serve on 127.0.0.1: {dialled.kind}: {dialled.detail}"
+            return out
+        conn = dialled.connection
+        client, lock = Client("bench-lnet", 0x1000), threading.Lock()
+        xid, data = client.connect()
+        first = conn.exchange(socklnd.OST_REQUEST_PORTAL, xid, data, reply_portal=REPLY_PORTAL, timeout=timeout)
+        if first.kind != "reply":
+            out["skipped"] = f"OST_CONNECT over LNet: {first.kind}: {first.detail}"
+            return out
+        client.cookie = ost_wire.parse(first.reply.payload, "reply").body["pb_handle"]
+        failures: list[str] = []
+
+        def statfs() -> tuple[int, bytes]:
+            with lock:
+                return client.request("OST_STATFS")
+
+        def over_lnet(until: float, counts: list, i: int) -> None:
+            while time.perf_counter() < until and not failures:
+                x, d = statfs()
+                r = conn.exchange(STATFS_PORTAL, x, d, reply_portal=REPLY_PORTAL, timeout=timeout)
+                if r.kind != "reply":
+                    failures.append(f"{r.kind}: {r.detail}")
+                    return
+                counts[i] += 1
+
+        def in_process(until: float, counts: list, i: int) -> None:
+            while time.perf_counter() < until and not failures:
+                x, d = statfs()
+                r = adapter.call({"op": "exchange", "data": d.hex(), "xid": x, "client": "bench-in-process"})
+                if r.trouble:
+                    failures.append(r.describe())
+                    return
+                counts[i] += 1
+
+        def rate(work, threads: int) -> float:
+            counts = [0] * threads
+            start = time.perf_counter()
+            until = start + seconds / rounds
+            workers = [threading.Thread(target=work, args=(until, counts, i), daemon=True) for i in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join(seconds / rounds + 2 * timeout)
+            return sum(counts) / (time.perf_counter() - start)
+
+        for _ in range(rounds):
+            for key, work, threads in (("in_process", in_process, 1), ("one_at_a_time", over_lnet, 1),
+                                       ("in_flight", over_lnet, LNET_IN_FLIGHT)):
+                got = rate(work, threads)
+                if failures:
+                    out["failed"] = f"{key.replace('_', ' ')}: {failures[0]}"
+                    return out
+                out[key] = max(out.get(key, 0), round(got, 1))
+        out["share_of_in_process"] = round(out["one_at_a_time"] / out["in_process"], 3)
+        out["in_flight_ratio"] = round(out["in_flight"] / out["one_at_a_time"], 2)
+        return out
+    except (OSError, LnetSetupError) as e:
+        out["skipped"] = f"cannot use 127.0.0.1: {e}"
+        return out
+    finally:
+        if node is not None:
+            node.close()
+        if server is not None:
+            server.close()
+        adapter.close()
+
+
+def _print_lnet(t: dict) -> None:
+    for key in ("skipped", "failed"):
+        if key in t:
+            print(f"  {key}: {t[key]}")
+            return
+    print(f"  {t['request']} from {t['client']} to serve --iut reference at {t['server']}: "
+          f"{_fmt(t['one_at_a_time'])} one at a time, {_fmt(t['in_flight'])} with {t['xids_in_flight']} in flight "
+          f"({t['in_flight_ratio']:.1f}x)")
+    print(f"  the same requests to the reference in-process: {_fmt(t['in_process'])}; over LNet one at a time "
+          f"reaches {100 * t['share_of_in_process']:.0f}% of it")
 
 
 def _ceiling() -> dict:
@@ -491,6 +606,7 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
     p.add_argument("--tshark", default="tshark", metavar="SPEC",
                    help="the tshark adapter's --iut value (default tshark)")
     p.add_argument("--no-tshark", action="store_true", help="skip the tshark section")
+    p.add_argument("--no-lnet", action="store_true", help="skip the LNet loopback section")
     p.add_argument("--no-suite", action="store_true", help="skip the suite wall-time section")
     p.add_argument("--no-plugin", action="store_true", help="skip the plugin section")
     p.add_argument("--plugin-rounds", type=positive_int, default=7, metavar="N",
@@ -569,6 +685,13 @@ def main(argv: list[str] | None = None, prog: str = "ptlrpc-conformance bench") 
     else:
         result["tshark"] = _tshark_section(args.tshark, requests, seconds, args.iut_timeout, rounds)
     _print_tshark(result["tshark"])
+
+    print("\n[lnet] exchanges/s over LNet on loopback (the engine to serve --iut reference, in-process)")
+    if args.no_lnet:
+        result["lnet"] = {"skipped": "--no-lnet"}
+    else:
+        result["lnet"] = _lnet_section(seconds, rounds, args.iut_timeout)
+    _print_lnet(result["lnet"])
 
     print("\n[suite] wall time of the whole certification run")
     if args.no_suite:

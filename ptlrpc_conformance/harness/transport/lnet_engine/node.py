@@ -18,7 +18,9 @@ Both roles (the facts are spec/lnet.yaml's; the behaviour cited is Lustre 2.17.5
   a second connection of a type the peer has open already (a duplicate).  A peer on
   an unprivileged port is known by the listener's net and its IP address and the pid
   port | LNET_PID_USERFLAG, as socklnd_cb.c: ksocknal_recv_hello and
-  ksocknal_process_receive make it.
+  ksocknal_process_receive make it.  The listener keeps at most MAX_CONNECTIONS connections
+  and reads at most MAX_HANDSHAKES handshakes at once (acceptor.c: lnet_acceptor reads one at
+  a time); a connection beyond either is closed at once and recorded.
 - **Every connection** reads in a thread of its own: NOOPs are ignored (keepalives, ZC-ACKs);
   an LNET message carrying a zero-copy cookie is answered with a ZC-ACK NOOP
   (ksocknal_handle_zcreq); a GET on the reserved portal with the ping match bits is answered
@@ -57,6 +59,7 @@ from .wire import (C, NONE_WMD, AcceptorRequest, Hello, KsockHeader, LnetHeader,
 POLL = 0.1                       # how often a blocked reader looks at its closing flag (seconds)
 MAX_QUEUED = 64                  # messages kept for one waiter, or unmatched, before older ones go
 MAX_CONNECTIONS = 16             # connections a listener keeps at once
+MAX_HANDSHAKES = 16              # handshakes a listener reads at once (Lustre's acceptor reads one at a time)
 MAX_INBOX = 256                  # PUTs waiting for a connection's handler before new ones are dropped
 
 
@@ -613,6 +616,7 @@ class Listener:
         self.refusals: deque[str] = deque(maxlen=MAX_QUEUED)     # why each refused connection was refused
         self._incarnations: dict[tuple[Nid, int], int] = {}     # by peer (NID, pid)
         self._lock = threading.Lock()
+        self._handshakes = 0                                    # handshakes being read now
         self._closing = False
         self._thread = threading.Thread(target=self._accept_loop, name=f"lnet listener {self.address}", daemon=True)
 
@@ -652,12 +656,32 @@ class Listener:
                 live = [c for c in self.connections if c.alive]
                 self.connections = live
                 full = len(live) >= MAX_CONNECTIONS
-            if full:
-                self.refusals.append(f"{peer[0]}:{peer[1]}: {MAX_CONNECTIONS} connections open already")
+                busy = not full and self._handshakes >= MAX_HANDSHAKES
+                if not (full or busy):
+                    self._handshakes += 1
+            if full or busy:
+                why = (f"{MAX_CONNECTIONS} connections open already" if full else
+                       f"{MAX_HANDSHAKES} handshakes under way already (peers that connect and do not speak)")
+                self.refusals.append(f"{peer[0]}:{peer[1]}: {why}")
                 sock.close()
                 continue
-            threading.Thread(target=self._handshake, args=(sock, peer), daemon=True,
-                             name=f"lnet handshake {peer[0]}:{peer[1]}").start()
+            try:
+                threading.Thread(target=self._handshake_counted, args=(sock, peer), daemon=True,
+                                 name=f"lnet handshake {peer[0]}:{peer[1]}").start()
+            except RuntimeError as exc:          # no thread to be had: this one is refused
+                with self._lock:
+                    self._handshakes -= 1
+                self.refusals.append(f"{peer[0]}:{peer[1]}: {exc}")
+                sock.close()
+
+    def _handshake_counted(self, sock: socket.socket, peer) -> None:
+        try:
+            self._handshake(sock, peer)
+        except Exception as exc:                # a bug here: the peer is refused, the listener goes on
+            self._refuse(sock, peer, f"LNet engine: {exc.__class__.__name__}: {exc}")
+        finally:
+            with self._lock:
+                self._handshakes -= 1
 
     def _refuse(self, sock: socket.socket, peer, why: str, answer: bytes = b"") -> None:
         """Record why, send `answer` if any, close.  Bytes the peer sent that were not read
