@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.cli.common import iut_preflight
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.options import EXIT_IUT, EXIT_OK, EXIT_USAGE, Parser
@@ -30,8 +31,27 @@ def cmd_serve(argv: list[str]) -> int:
                         "restart, end_recovery, stop)")
     p.add_argument("--control-port", type=int, metavar="PORT",
                    help="the same on a TCP port of 127.0.0.1 (0: any free port, printed at start)")
+    p.add_argument("--no-mgs", action="store_true",
+                   help="serve no MGS; by default serve also answers as the file system's MGS on portal 26 "
+                        "(MGS_CONNECT and the config log reads a client uses to find the OST; not judged)")
+    p.add_argument("--target-uuid", metavar="UUID", default=spec.target()["target_uuid"],
+                   help="the OST's UUID that the MGS's client config log names (FSNAME-OSTxxxx_UUID; default "
+                        "%(default)s, the reference's)")
+    p.add_argument("--fault", action="append", default=[], metavar="KIND[=VALUE]",
+                   help="put a fault on the target's replies, repeatable: drop, delay=MS, early[=N], reset[=BYTES], "
+                        "noop[=N] (docs/lnet-tcp.md); also set at run time on the control socket")
+    p.add_argument("--fault-probability", type=float, default=1.0, metavar="P",
+                   help="the chance each --fault falls on a reply (default 1: every reply)")
+    p.add_argument("--fault-seed", type=int, default=0, metavar="N",
+                   help="the seed of the draws of --fault-probability (default 0)")
+    p.add_argument("--request-log", metavar="FILE",
+                   help="write one JSON line per request received (client, portal, xid, opcode, bytes)")
     options.add_arguments(p, options.command_options("decode"))      # --iut and --iut-timeout
     args = p.parse_args(argv)
+    try:
+        faults = [lnet_serve.Fault.parse(f, args.fault_probability) for f in args.fault]
+    except ValueError as e:
+        p.error(str(e))
     try:
         host, port = lnet_serve.parse_listen(args.listen)
         nid = Nid.parse(args.nid) if args.nid else lnet_serve.default_nid(host)
@@ -50,12 +70,18 @@ def cmd_serve(argv: list[str]) -> int:
                   "be served as an OST", file=sys.stderr)
             return EXIT_IUT
         try:
-            server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr)
+            request_log = open(args.request_log, "w", encoding="utf-8") if args.request_log else None
+            server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr,
+                                       mgs=None if args.no_mgs else args.target_uuid, faults=faults,
+                                       fault_seed=args.fault_seed, request_log=request_log)
             control = None
             if args.control or args.control_port is not None:
                 control = lnet_serve.ControlSocket(server, path=args.control, port=args.control_port)
         except OSError as e:
             print(f"ptlrpc-conformance: serve cannot listen: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        except ValueError as e:
+            print(f"ptlrpc-conformance: serve: --target-uuid: {e}", file=sys.stderr)
             return EXIT_USAGE
         return _run(server, control, args.iut)
     finally:
@@ -70,6 +96,7 @@ def _run(server, control, iut: str) -> int:
         control.start()
     addr = server.address
     print(f"serving {iut} as {server.node.nid} on {addr[0]}:{addr[1]}"
+          + (f", MGS of {server.mgs.fsname} naming {server.mgs.target_uuid}" if server.mgs is not None else "")
           + (f", control {control.address}" if control is not None else ""), flush=True)
     try:
         while not server.stopped.wait(0.5):
