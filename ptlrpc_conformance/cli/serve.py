@@ -5,7 +5,6 @@ from __future__ import annotations
 import signal
 import sys
 
-from ptlrpc_conformance import spec
 from ptlrpc_conformance.cli.common import iut_preflight
 from ptlrpc_conformance.harness import options
 from ptlrpc_conformance.harness.options import EXIT_IUT, EXIT_OK, EXIT_USAGE, Parser
@@ -34,7 +33,7 @@ def cmd_serve(argv: list[str]) -> int:
     p.add_argument("--no-mgs", action="store_true",
                    help="serve no MGS; by default serve also answers as the file system's MGS on portal 26 "
                         "(MGS_CONNECT and the config log reads a client uses to find the OST; not judged)")
-    p.add_argument("--target-uuid", metavar="UUID", default=spec.target()["target_uuid"],
+    p.add_argument("--target-uuid", metavar="UUID", default=lnet_serve.DEFAULT_TARGET_UUID,
                    help="the OST's UUID that the MGS's client config log names (FSNAME-OSTxxxx_UUID; default "
                         "%(default)s, the reference's)")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[=VALUE]",

@@ -6,25 +6,31 @@ behind an LNet node (lnet_engine/node.py: `Listener`) and reached by real LNet p
 - A PUT to one of the OST services' request portals (spec/target.yaml `portals`: the services
   `ost` and `mdt_or_ost`, i.e. 6, 7, 24, 28 and 31, as ofd/ofd_oss.c registers them) is one
   `exchange` with the IUT (docs/testee-protocol.md §2.4): the request's bytes, the XID = the
-  PUT's match bits (ptlrpc/events.c: request_in_callback), and the client = the peer's LNet
-  process id written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or
-  "U<port>-NID" for a peer on an unprivileged port).  A PUT to any other portal finds no
-  buffer and is dropped, as LNet drops it.
-- The reply is a PUT to the requester on the OST services' reply portal (OSC_REPLY_PORTAL 4,
-  spec/lnet.yaml) with the request's match bits, or its pb_mbits when the client's connect
-  was granted OBD_CONNECT2_REP_MBITS and the request is not a connect (ptlrpc/niobuf.c:
-  ptlrpc_send_reply; ptlrpc/service.c: ptlrpc_server_handle_req_in), at
-  offset `lustre_msg_early_size` (224) when the request's lm_flags asked for adaptive timeouts,
-  else 0 (ptlrpc/sec_null.c: null_authorize).  Replies the IUT sends later (deferred during
-  recovery, listed in an exchange's `replies` or in `end_recovery`'s) go the same way to the
-  peer whose request they answer, at that request's offset.
+  PUT's match bits (ptlrpc/events.c: request_in_callback), and the client = the LNet process
+  id the request's header names (src_nid, src_pid: lnet/lnet/lib-msg.c: lnet_build_msg_event
+  makes the event's initiator of them, and request_in_callback the request's rq_peer), written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or
+  "U<n>-NID" for a user-space process).  A PUT to any other portal finds no buffer and is
+  dropped, as LNet drops it.
+- The reply is a PUT to that process, on the connection the request came on, on the OST
+  services' reply portal (OSC_REPLY_PORTAL 4, spec/lnet.yaml) with the request's match bits, or
+  its pb_mbits when the client's connect was granted OBD_CONNECT2_REP_MBITS and the request is
+  not a connect (ptlrpc/niobuf.c: ptlrpc_send_reply; ptlrpc/service.c:
+  ptlrpc_server_handle_req_in), at offset `lustre_msg_early_size` (224) when the request's
+  lm_flags asked for adaptive timeouts, else 0 (ptlrpc/sec_null.c: null_authorize).  Replies
+  the IUT sends later (deferred during recovery, listed in an exchange's `replies` or in
+  `end_recovery`'s) go the same way to the process whose request they answer, at that
+  request's offset (on another connection from the same NID if that one has closed).
 - The IUT is called by one thread at a time, whatever the number of peers.
+- With `mgs`, a PUT to the MGS request portal (26) goes to the minimal MGS (lnet_mgs.py), whose
+  replies go to the MGC reply portal (25).  It is the suite's model, not judged.
+- Faults (`Fault`: drop, delay, early replies, a reset mid-reply, a NOOP storm) fall on the
+  target's replies, drawn from one seeded generator.
 
 The control operations (`Server.control`) are what `serve`'s control socket carries: `status`,
 `reset` (the IUT's reset), `restart` (every connection dropped, a new incarnation, the IUT's
-restart: a server that rebooted), `end_recovery` (its replies delivered) and `stop`.
+restart: a server that rebooted), `end_recovery` (its replies delivered), `fault` and `stop`.
 
-Not done yet: early replies, fault injection, the MGS, bulk, and a pcap of the traffic.
+Not done yet: bulk, and the LDLM enqueue of the MGS's config lock.
 """
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ from ptlrpc_conformance.harness.transport.lnet_engine.wire import C, Nid
 OST_PORTALS = frozenset(p for p, row in spec.target()["portals"]["requests"].items()
                         if row["service"] in ("ost", "mdt_or_ost"))
 REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
+DEFAULT_TARGET_UUID = spec.target()["target_uuid"]  # the OST the MGS names by default: the reference's
 MGS_PORTAL = spec.mgs()["portals"]["MGS_REQUEST_PORTAL"]["value"]
 MGC_REPLY_PORTAL = spec.mgs()["portals"]["MGC_REPLY_PORTAL"]["value"]
 AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
@@ -245,8 +252,8 @@ class Server:
     # -- requests -----------------------------------------------------------------------
 
     def _on_put(self, conn: Connection, msg: Message) -> None:
-        # the requester is the process the LNet header names (events.c: request_in_callback
-        # takes the request's peer from the message's source), not the connection's
+        # the requester is the process the LNet header names (lib-msg.c: lnet_build_msg_event,
+        # events.c: request_in_callback: rq_peer), not the connection's
         pid = msg.header.src_pid
         client, xid = client_id(msg.header.src_nid, pid), msg.match_bits
         request = _buffers(msg.payload)
