@@ -28,7 +28,7 @@ from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
 from ptlrpc_conformance.harness.transport.lnet_serve import Fault, Server, control_call
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 
-from test_serve import Served, _can_bind_privileged
+from test_serve import Served, _can_bind_privileged, node  # noqa: F401 (node: the client fixture)
 
 SERVER = Nid.parse("127.0.0.1@tcp")
 CLIENT = Nid.parse("127.0.0.2@tcp")
@@ -48,13 +48,6 @@ def server():
     yield s
     s.close()
     adapter.close()
-
-
-@pytest.fixture
-def node():
-    n = Node(CLIENT, stall_timeout=2.0, send_timeout=2.0)
-    yield n
-    n.close()
 
 
 def _connect(node, server):
@@ -98,12 +91,12 @@ def test_each_request_s_client_is_the_process_its_lnet_header_names():
     adapter = InProcessAdapter(testee, description="recording")
     adapter.start()
     server = Server(adapter, SERVER, "127.0.0.1", 0).start()
-    node = Node(CLIENT)
+    peer = Node(CLIENT)
     try:
-        conn = node.connect("127.0.0.1", SERVER, server.address[1]).connection
+        conn = peer.connect("127.0.0.1", SERVER, server.address[1]).connection
         seen = []
         for n, pid in ((1, USERFLAG | 1), (2, USERFLAG | 2)):
-            node.pid = pid
+            peer.pid = pid
             xid, data = Client(f"c{n}", 0x1000 * n).request("OBD_PING")
             out = _ost(conn, xid, data)
             assert out.kind == "reply", out
@@ -111,7 +104,7 @@ def test_each_request_s_client_is_the_process_its_lnet_header_names():
         assert testee.clients == [f"U1-{CLIENT}", f"U2-{CLIENT}"]
         assert seen == [(USERFLAG | 1, CLIENT), (USERFLAG | 2, CLIENT)]
     finally:
-        node.close()
+        peer.close()
         server.close()
 
 
