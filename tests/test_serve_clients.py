@@ -369,10 +369,15 @@ def test_faults_from_the_command_line_and_the_control_socket(tmp_path, node):
         served.proc.wait()
 
 
-def test_a_bad_fault_option_is_a_usage_error():
+@pytest.mark.parametrize("args, why", [(["--fault", "delay=soon"], "whole number"),
+                                       (["--fault", "melt"], "expected one of"),
+                                       (["--fault", "drop", "--fault-probability", "2"], "probability"),
+                                       (["--target-uuid", "lustre-MDT0000_UUID"], "is not an OST's UUID"),
+                                       (["--request-log", "/nonexistent/dir/log"], "--request-log")])
+def test_a_bad_option_is_a_usage_error(args, why):
     done = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "serve", "--listen", "127.0.0.1:0",
-                           "--iut", "reference", "--fault", "delay=soon"], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and "whole number" in done.stderr and "Traceback" not in done.stderr
+                           "--iut", "reference", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and why in done.stderr and "Traceback" not in done.stderr
 
 
 def test_the_request_log_has_a_line_per_request(tmp_path, node):

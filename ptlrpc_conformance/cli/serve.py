@@ -27,7 +27,7 @@ def cmd_serve(argv: list[str]) -> int:
                         "ports 512-1023 are accepted, as accept=secure does")
     p.add_argument("--control", metavar="PATH",
                    help="a Unix socket for the control operations (JSON Lines {\"op\": NAME}: status, reset, "
-                        "restart, end_recovery, stop)")
+                        "restart, end_recovery, fault, stop)")
     p.add_argument("--control-port", type=int, metavar="PORT",
                    help="the same on a TCP port of 127.0.0.1 (0: any free port, printed at start)")
     p.add_argument("--no-mgs", action="store_true",
@@ -51,6 +51,12 @@ def cmd_serve(argv: list[str]) -> int:
         faults = [lnet_serve.Fault.parse(f, args.fault_probability) for f in args.fault]
     except ValueError as e:
         p.error(str(e))
+    if not args.no_mgs:
+        from ptlrpc_conformance.harness.transport.lnet_mgs import ost_of
+        try:
+            ost_of(args.target_uuid)
+        except ValueError as e:
+            p.error(f"--target-uuid: {e}")
     try:
         host, port = lnet_serve.parse_listen(args.listen)
         nid = Nid.parse(args.nid) if args.nid else lnet_serve.default_nid(host)
@@ -70,6 +76,10 @@ def cmd_serve(argv: list[str]) -> int:
             return EXIT_IUT
         try:
             request_log = open(args.request_log, "w", encoding="utf-8") if args.request_log else None
+        except OSError as e:
+            print(f"ptlrpc-conformance: serve: --request-log: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
             server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr,
                                        mgs=None if args.no_mgs else args.target_uuid, faults=faults,
                                        fault_seed=args.fault_seed, request_log=request_log)
@@ -79,10 +89,11 @@ def cmd_serve(argv: list[str]) -> int:
         except OSError as e:
             print(f"ptlrpc-conformance: serve cannot listen: {e}", file=sys.stderr)
             return EXIT_USAGE
-        except ValueError as e:
-            print(f"ptlrpc-conformance: serve: --target-uuid: {e}", file=sys.stderr)
-            return EXIT_USAGE
-        return _run(server, control, args.iut)
+        try:
+            return _run(server, control, args.iut)
+        finally:
+            if request_log is not None:
+                request_log.close()
     finally:
         adapter.close()
 

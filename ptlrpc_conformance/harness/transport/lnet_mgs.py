@@ -116,15 +116,21 @@ def client_log(fsname: str, target: str, uuid: str, index: int, nid: Nid, now: i
     return bytes(hdr), body
 
 
+def ost_of(target_uuid: str) -> tuple[str, int]:
+    """(the file system's name, the OST's index) of an OST's UUID, FSNAME-OSTxxxx_UUID;
+    ValueError with the reason."""
+    m = _UUID.match(target_uuid)
+    if m is None:
+        raise ValueError(f"{target_uuid!r} is not an OST's UUID (FSNAME-OSTxxxx_UUID)")
+    return m["fsname"], int(m["index"], 16)
+
+
 class Mgs:
     """The MGS of one file system with one OST (`target_uuid`, FSNAME-OSTxxxx_UUID) at `nid`.
     `handle(request)` answers one request's bytes with the reply's, or None (not a message)."""
 
     def __init__(self, nid: Nid, target_uuid: str):
-        m = _UUID.match(target_uuid)
-        if m is None:
-            raise ValueError(f"{target_uuid!r} is not an OST's UUID (FSNAME-OSTxxxx_UUID)")
-        self.fsname, self.index = m["fsname"], int(m["index"], 16)
+        self.fsname, self.index = ost_of(target_uuid)
         self.target_uuid, self.nid = target_uuid, nid
         self.log_name = _MGS["client_log"]["name"].format(fsname=self.fsname)
         self.header, self.records = client_log(self.fsname, target_uuid[:-len("_UUID")], target_uuid, self.index,
