@@ -327,9 +327,19 @@ def _drops(seed: int, node) -> list[bool]:
     try:
         conn = _connect(node, server)
         client, seen = Client(f"seed{seed}", 0x1000), []
-        for _ in range(12):
+        for n in range(1, 13):          # each reply is sent or dropped before the next request
             xid, data = client.request("OBD_PING")
-            seen.append(_ost(conn, xid, data, timeout=0.3, max_wait=0.3).kind == "timeout")
+            assert conn.put(OST_REQUEST_PORTAL, xid, data).kind == "sent"
+            for _ in range(int(WAIT / 0.01)):
+                if server.counts["replies"] + server.counts["faults"] == n:
+                    break
+                time.sleep(0.01)
+            seen.append(server.counts["faults"] > sum(seen))
+        for _ in range(int(WAIT / 0.01)):                   # the replies sent come
+            if len(conn.unmatched) == seen.count(False):
+                break
+            time.sleep(0.01)
+        assert len(conn.unmatched) == seen.count(False)
         return seen
     finally:
         node.close()
