@@ -296,8 +296,7 @@ def test_a_reset_mid_reply_is_a_reset_for_the_client_which_reconnects(server, no
     client = Client("reset", 0x1000)
     xid, data = client.request("OBD_PING")
     out = _ost(conn, xid, data)
-    assert out.kind == "reset", out
-    assert "closed after" in out.detail
+    assert out.kind == "reset", out                 # the message began and did not end
     again = _connect(node, server)
     assert again is not conn
     xid, data = client.request("OBD_PING")
