@@ -201,6 +201,29 @@ def test_the_mgs_connects_pings_and_hands_out_a_client_log_naming_the_ost(server
     assert _mgs(conn, 0x106, _mgs_request("MGS_DISCONNECT")).status == 0
 
 
+def test_the_mgs_grants_rep_mbits_and_then_answers_on_pb_mbits(server, node):
+    """MGS_CONNECT_SUPPORTED2 (lustre_idl.h) is REP_MBITS and LARGE_NID: of the second word a
+    client asks, the MGS grants those (mgs_handler.c: mgs_obd_reconnect), and a client granted
+    REP_MBITS is then answered on its pb_mbits, the connect itself on its XID."""
+    conn = _connect(node, server)
+    asked2 = C("OBD_CONNECT2_REP_MBITS") | C("OBD_CONNECT2_LARGE_NID") | C("OBD_CONNECT2_LSEEK")
+    ocd = wire.pack_struct("obd_connect_data", {"ocd_connect_flags": C("OBD_CONNECT_FLAGS2") | C("OBD_CONNECT_FULL20"),
+                                                "ocd_connect_flags2": asked2})
+    rep = _mgs(conn, 0x600, _mgs_request("MGS_CONNECT", [_uuid("MGS"), _uuid("client-2"), bytes(8), ocd]))
+    assert rep.struct(1, "obd_connect_data")["ocd_connect_flags2"] == asked2 & ~C("OBD_CONNECT2_LSEEK")
+    ping = bytearray(_mgs_request("OBD_PING"))
+    body_at = -(-(spec.layout("lustre_msg_v2").field("lm_buflens").offset + 4) // 8) * 8
+    field = spec.layout("ptlrpc_body_v3").field("pb_mbits")
+    ping[body_at + field.offset:body_at + field.end] = (0x601 | 1 << 40).to_bytes(8, "little")
+    assert conn.put(MGS_REQUEST_PORTAL, 0x601, bytes(ping)).kind == "sent"
+    for _ in range(int(WAIT / 0.05)):            # nobody waits on either match bits: it is kept
+        if conn.unmatched:
+            break
+        time.sleep(0.05)
+    (reply,) = conn.unmatched
+    assert (reply.portal, reply.match_bits) == (MGC_REPLY_PORTAL, 0x601 | 1 << 40)
+
+
 def test_the_mgs_has_no_other_log_and_serves_no_other_opcode(server, node):
     conn = _connect(node, server)
     rep = _mgs(conn, 0x200, _mgs_request("LLOG_ORIGIN_HANDLE_CREATE",

@@ -3,7 +3,8 @@ the MGS as a mount does: connect, find the OST in the client config log, go to t
 
 Its facts are spec/mgs.yaml's (Lustre 2.17.57).  It answers, on the MGS request portal:
 
-- MGS_CONNECT (the asked flags masked with MGS_CONNECT_SUPPORTED, a new export handle),
+- MGS_CONNECT (the asked flags masked with MGS_CONNECT_SUPPORTED and MGS_CONNECT_SUPPORTED2, a
+  new export handle),
   MGS_DISCONNECT and OBD_PING;
 - the config llog reads of ptlrpc/llog_client.c: LLOG_ORIGIN_HANDLE_CREATE (by name, or by the
   logid it handed out), LLOG_ORIGIN_HANDLE_READ_HEADER and LLOG_ORIGIN_HANDLE_NEXT_BLOCK, of one
@@ -140,10 +141,8 @@ class Mgs:
         self.logid = bytes(_pack("llog_logid", lgl_oi=(1).to_bytes(8, "little")
                                  + _K["FID_SEQ_LLOG_NAME"].to_bytes(8, "little")))
         self._cookies = itertools.count(0x5e7e_0000_0001)
-        grant = 0
-        for name in _MGS["connect_supported"]["flags"]:
-            grant |= spec.constant(name)
-        self._grant = grant
+        self._grant, self._grant2 = (sum(spec.constant(n) for n in _MGS["connect_supported"][k])
+                                     for k in ("flags", "flags2"))
 
     def handle(self, request: bytes) -> bytes | None:
         from ptlrpc_conformance.harness.transport.lnet_serve import _buffers
@@ -174,9 +173,11 @@ class Mgs:
     # -- the handlers: (the buffers after ptlrpc_body, the status's name or None) --------
 
     def _mgs_connect(self, bufs, order):
-        asked = _read("obd_connect_data", bufs[4], "ocd_connect_flags", order) if len(bufs) > 4 and \
-            len(bufs[4]) >= spec.layout("obd_connect_data").size else 0
-        return [bytes(_pack("obd_connect_data", ocd_connect_flags=asked & self._grant,
+        ocd = bufs[4] if len(bufs) > 4 and len(bufs[4]) >= spec.layout("obd_connect_data").size else None
+        flags = _read("obd_connect_data", ocd, "ocd_connect_flags", order) & self._grant if ocd else 0
+        flags2 = (_read("obd_connect_data", ocd, "ocd_connect_flags2", order) & self._grant2
+                  if flags & spec.constant("OBD_CONNECT_FLAGS2") else 0)
+        return [bytes(_pack("obd_connect_data", ocd_connect_flags=flags, ocd_connect_flags2=flags2,
                             ocd_version=_K["OCD_VERSION"]))], None
 
     def _mgs_disconnect(self, bufs, order):

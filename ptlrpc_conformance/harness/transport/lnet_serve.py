@@ -236,6 +236,7 @@ class Server:
         self._pending: OrderedDict[tuple[str, int], tuple[int, int, int, bytes]] = OrderedDict()
         self._peers: dict[str, Connection] = {}     # client -> the connection of its last request
         self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
+        self._mgs_rep_mbits: set[str] = set()       # the same, of the MGS
 
     def start(self) -> "Server":
         self.listener.start()
@@ -268,8 +269,11 @@ class Server:
             with self._lock:
                 self.counts["mgs_requests"] += 1
                 data = self.mgs.handle(msg.payload)
+                mbits = self._reply_mbits(self._mgs_rep_mbits, client, request, opc, xid)
+                if data is not None:
+                    self._learn_grant(self._mgs_rep_mbits, client, opc, data)
             if data is not None:
-                self._transmit(_Outgoing(conn, MGC_REPLY_PORTAL, xid, data, reply_offset(msg.payload), pid, client,
+                self._transmit(_Outgoing(conn, MGC_REPLY_PORTAL, mbits, data, reply_offset(msg.payload), pid, client,
                                          xid, msg.payload, target=False))
             return
         with self._lock:
@@ -278,9 +282,7 @@ class Server:
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
-            mbits = _field(request, 0, "ptlrpc_body_v3", "pb_mbits") if client in self._rep_mbits else None
-            if opc in CONNECTS or not mbits:
-                mbits = xid
+            mbits = self._reply_mbits(self._rep_mbits, client, request, opc, xid)
             self._pending[(client, xid)] = (reply_offset(msg.payload), mbits, pid, msg.payload)
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
@@ -291,17 +293,32 @@ class Server:
                 return
             out = self._route_deferred(outcome.result.get("replies"))
             reply = self._route(client, xid, outcome.result.get("data"), conn)
-            if reply is not None and opc in CONNECTS:
-                granted = granted_rep_mbits(reply.payload)
-                if granted:
-                    self._rep_mbits.add(client)
-                elif granted is False:
-                    self._rep_mbits.discard(client)
+            if reply is not None:
+                self._learn_grant(self._rep_mbits, client, opc, reply.payload)
         for item in out:
             if self._transmit(item):
                 self.counts["deferred_delivered"] += 1
         if reply is not None:
             self._transmit(reply)
+
+    @staticmethod
+    def _reply_mbits(granted: set, client: str, request, opc, xid: int) -> int:
+        """The match bits of the reply: the request's pb_mbits when the client's connect to this
+        service was granted REP_MBITS and the request is not a connect (and names some), else
+        the XID (service.c: ptlrpc_server_handle_req_in)."""
+        mbits = _field(request, 0, "ptlrpc_body_v3", "pb_mbits") if client in granted else None
+        return xid if opc in CONNECTS or not mbits else mbits
+
+    @staticmethod
+    def _learn_grant(granted: set, client: str, opc, reply: bytes) -> None:
+        """A connect reply's REP_MBITS grant, kept per client of the service (Lustre keeps it
+        per export)."""
+        if opc in CONNECTS:
+            grant = granted_rep_mbits(reply)
+            if grant:
+                granted.add(client)
+            elif grant is False:
+                granted.discard(client)
 
     def _record(self, client: str, msg: Message, opc, service) -> None:
         if self._request_log is None:
@@ -472,6 +489,7 @@ class Server:
         self._pending.clear()
         self._peers.clear()
         self._rep_mbits.clear()
+        self._mgs_rep_mbits.clear()
 
 
 class ControlSocket:
