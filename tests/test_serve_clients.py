@@ -376,6 +376,9 @@ def test_a_fault_with_a_probability_falls_the_same_way_for_the_same_seed():
 def test_a_bad_fault_is_refused_by_name(server):
     assert "expected one of drop, delay, early, reset, noop" in server.control("fault", {"kind": "melt"})["error"]
     assert "probability" in server.control("fault", {"kind": "drop", "probability": 2})["error"]
+    assert "from 0 to 1000000" in server.control("fault", {"kind": "noop", "value": 10 ** 9})["error"]
+    assert "takes no value" in server.control("fault", {"kind": "drop", "value": 1})["error"]
+    assert "count" in server.control("fault", {"kind": "delay", "value": 1, "count": 0})["error"]
     assert server.control("fault", {"kind": "clear"})["result"]["faults"] == []
 
 

@@ -8,9 +8,10 @@ behind an LNet node (lnet_engine/node.py: `Listener`) and reached by real LNet p
   `exchange` with the IUT (docs/testee-protocol.md §2.4): the request's bytes, the XID = the
   PUT's match bits (ptlrpc/events.c: request_in_callback), and the client = the LNet process
   id the request's header names (src_nid, src_pid: lnet/lnet/lib-msg.c: lnet_build_msg_event
-  makes the event's initiator of them, and request_in_callback the request's rq_peer), written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or
-  "U<n>-NID" for a user-space process).  A PUT to any other portal finds no buffer and is
-  dropped, as LNet drops it.
+  makes the event's initiator of them, and request_in_callback the request's rq_peer),
+  written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or "U<n>-NID"
+  for a user-space process).  A PUT to any other portal finds no buffer and is dropped, as
+  LNet drops it.
 - The reply is a PUT to that process, on the connection the request came on, on the OST
   services' reply portal (OSC_REPLY_PORTAL 4, spec/lnet.yaml) with the request's match bits, or
   its pb_mbits when the client's connect was granted OBD_CONNECT2_REP_MBITS and the request is
@@ -165,9 +166,12 @@ class Fault:
     def __post_init__(self):
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"fault {self.kind!r}: expected one of {', '.join(FAULT_KINDS)}")
+        if self.kind == "drop" and self.value is not None:
+            raise ValueError(f"fault drop takes no value (given {self.value!r})")
         if self.value is not None and (isinstance(self.value, bool) or not isinstance(self.value, int)
-                                       or self.value < 0):
-            raise ValueError(f"fault {self.kind}: value {self.value!r} is not a count >= 0")
+                                       or not 0 <= self.value <= FAULT_VALUE_MAX[self.kind]):
+            raise ValueError(f"fault {self.kind}: value {self.value!r} is not a whole number from 0 to "
+                             f"{FAULT_VALUE_MAX[self.kind]}")
         if self.count is not None and (isinstance(self.count, bool) or not isinstance(self.count, int)
                                        or self.count < 1):
             raise ValueError(f"fault {self.kind}: count {self.count!r} is not a count >= 1")
@@ -188,6 +192,9 @@ class Fault:
 
 
 FAULT_KINDS = ("drop", "delay", "early", "reset", "noop")
+# the largest value of each kind: every fault ends (a delay of ten minutes, a storm of a
+# million NOOPs, a thousand early replies; a reset's bytes are cut at the payload's length)
+FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000}
 NOOP_STORM = 100                # NOOPs a `noop` fault sends when it says no number
 EARLY_TIMEOUT = 10              # the seconds an early reply tells the client to wait on (pb_timeout)
 
