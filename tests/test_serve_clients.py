@@ -123,7 +123,12 @@ def _mgs(conn, xid, data, **kw):
     out = conn.exchange(MGS_REQUEST_PORTAL, xid, data, reply_portal=MGC_REPLY_PORTAL, timeout=WAIT, **kw)
     assert out.kind == "reply", out
     assert (out.reply.portal, out.reply.match_bits, out.reply.offset) == (MGC_REPLY_PORTAL, xid, EARLY_SIZE)
-    return wire.parse(out.reply.payload, "reply")
+    rep = wire.parse(out.reply.payload, "reply")
+    formats = {C(n): bufs for n, bufs in spec.mgs()["replies"].items() if n != "cite"}
+    if rep.type_name == "REPLY":        # the buffers of the opcode's reply format (layout.c)
+        assert [len(b) for b in rep.buffers[1:]] == [
+            8192 if b == "eadata" else wire.S.size(b) for b in formats[rep.body["pb_opc"]]]
+    return rep
 
 
 def _llogd(**fields) -> bytes:

@@ -54,6 +54,12 @@ def _pack(name: str, **values) -> bytearray:
     return out
 
 
+def _zeroed(opc_name: str) -> list[bytes]:
+    """The buffers after ptlrpc_body of `opc_name`'s reply (spec/mgs.yaml `replies`), zero: what
+    an error reply of a handler that packed its reply first carries."""
+    return [bytes(CHUNK if b == "eadata" else spec.layout(b).size) for b in _MGS["replies"][opc_name]]
+
+
 def _read(name: str, data: bytes, key: str, order: str = "little") -> int:
     f = spec.layout(name).field(key)
     return int.from_bytes(data[f.offset:f.end], order)
@@ -197,16 +203,16 @@ class Mgs:
 
     def _llog_origin_handle_create(self, bufs, order):
         if not self._found(bufs, order, by_name=True):
-            return [bytes(spec.layout("llogd_body").size)], "no_such_log"
+            return _zeroed("LLOG_ORIGIN_HANDLE_CREATE"), "no_such_log"
         return [bytes(_pack("llogd_body", lgd_logid=self.logid))], None
 
     def _llog_origin_handle_read_header(self, bufs, order):
         if not self._found(bufs, order, by_name=False):
-            return [bytes(len(self.header))], "no_such_log"
+            return _zeroed("LLOG_ORIGIN_HANDLE_READ_HEADER"), "no_such_log"
         return [self.header], None
 
     def _llog_origin_handle_next_block(self, bufs, order):
-        empty = [bytes(spec.layout("llogd_body").size), bytes(CHUNK)]
+        empty = _zeroed("LLOG_ORIGIN_HANDLE_NEXT_BLOCK")
         if not self._found(bufs, order, by_name=False):
             return empty, "no_such_log"
         asked = bufs[1]
