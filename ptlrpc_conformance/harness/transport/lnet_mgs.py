@@ -65,11 +65,11 @@ def _read(name: str, data: bytes, key: str, order: str = "little") -> int:
     return int.from_bytes(data[f.offset:f.end], order)
 
 
-def message(buffers: list[bytes], lm_flags: int) -> bytes:
-    """A little-endian lustre_msg_v2 around `buffers` (pack_generic.c: lustre_init_msg_v2)."""
+def message(buffers: list[bytes]) -> bytes:
+    """A little-endian reply, lustre_msg_v2 around `buffers` (pack_generic.c: lustre_init_msg_v2).
+    Its lm_flags stay 0: only a request's are set (niobuf.c: ptl_send_rpc)."""
     lens = _HDR.field("lm_buflens")
-    out = _pack("lustre_msg_v2", lm_bufcount=len(buffers), lm_magic=spec.constant("LUSTRE_MSG_MAGIC_V2"),
-                lm_flags=lm_flags)[:lens.offset]
+    out = _pack("lustre_msg_v2", lm_bufcount=len(buffers), lm_magic=spec.constant("LUSTRE_MSG_MAGIC_V2"))[:lens.offset]
     out += b"".join(len(b).to_bytes(lens.elem_size, "little") for b in buffers)
     out += bytes(_round8(len(out)) - len(out))
     for b in buffers:
@@ -158,23 +158,22 @@ class Mgs:
         bufs, order = msg
         body = bufs[0]
         opc = _read("ptlrpc_body_v3", body, "pb_opc", order)
-        flags = spec.constant("MSGHDR_AT_SUPPORT") & _read("lustre_msg_v2", request, "lm_flags", order)
         name = _OPC.get(opc)
         handle = body[:_BODY.field("pb_handle").size]
         if name is None:
-            return self._answer(body, order, opc, handle, [], flags, "unsupported")
+            return self._answer(body, order, opc, handle, [], "unsupported")
         replies, status = getattr(self, "_" + name.lower())(bufs, order)
         if name == "MGS_CONNECT" and status is None:
             handle = next(self._cookies).to_bytes(8, "little")
-        return self._answer(body, order, opc, handle, replies, flags, status)
+        return self._answer(body, order, opc, handle, replies, status)
 
-    def _answer(self, body, order, opc, handle, buffers, flags, status: str | None) -> bytes:
+    def _answer(self, body, order, opc, handle, buffers, status: str | None) -> bytes:
         errno = spec.errno_value(_MGS["statuses"][status]["errno"]) if status else 0
         kind = "PTL_RPC_MSG_REPLY" if errno == 0 or errno in _REPLY_STATUSES else "PTL_RPC_MSG_ERR"
         reply = _pack("ptlrpc_body_v3", pb_handle=handle, pb_type=spec.constant(kind),
                       pb_version=_read("ptlrpc_body_v3", body, "pb_version", order), pb_opc=opc, pb_status=-errno,
                       pb_conn_cnt=_read("ptlrpc_body_v3", body, "pb_conn_cnt", order))
-        return message([bytes(reply)] + (buffers if status != "unsupported" else []), flags)
+        return message([bytes(reply)] + (buffers if status != "unsupported" else []))
 
     # -- the handlers: (the buffers after ptlrpc_body, the status's name or None) --------
 

@@ -430,7 +430,7 @@ class Server:
             value = _field(msg, 0, "ptlrpc_body_v3", name)
             body[name] = value or 0
         packed = _pack("ptlrpc_body_v3", pb_type=REPLY, pb_timeout=EARLY_TIMEOUT, **body)
-        return message([bytes(packed)], AT_SUPPORT)
+        return message([bytes(packed)])
 
     # -- control ------------------------------------------------------------------------
 
