@@ -27,11 +27,36 @@ def cmd_serve(argv: list[str]) -> int:
                         "ports 512-1023 are accepted, as accept=secure does")
     p.add_argument("--control", metavar="PATH",
                    help="a Unix socket for the control operations (JSON Lines {\"op\": NAME}: status, reset, "
-                        "restart, end_recovery, stop)")
+                        "restart, end_recovery, fault, stop)")
     p.add_argument("--control-port", type=int, metavar="PORT",
                    help="the same on a TCP port of 127.0.0.1 (0: any free port, printed at start)")
+    p.add_argument("--no-mgs", action="store_true",
+                   help="serve no MGS; by default serve also answers as the file system's MGS on portal 26 "
+                        "(MGS_CONNECT and the config log reads a client uses to find the OST; not judged)")
+    p.add_argument("--target-uuid", metavar="UUID", default=lnet_serve.DEFAULT_TARGET_UUID,
+                   help="the OST's UUID that the MGS's client config log names (FSNAME-OSTxxxx_UUID; default "
+                        "%(default)s, the reference's)")
+    p.add_argument("--fault", action="append", default=[], metavar="KIND[=VALUE]",
+                   help="put a fault on the target's replies, repeatable: drop, delay=MS, early[=N], reset[=BYTES], "
+                        "noop[=N] (docs/lnet-tcp.md); also set at run time on the control socket")
+    p.add_argument("--fault-probability", type=float, default=1.0, metavar="P",
+                   help="the chance each --fault falls on a reply (default 1: every reply)")
+    p.add_argument("--fault-seed", type=int, default=0, metavar="N",
+                   help="the seed of the draws of --fault-probability (default 0)")
+    p.add_argument("--request-log", metavar="FILE",
+                   help="write one JSON line per request received (client, portal, xid, opcode, bytes)")
     options.add_arguments(p, options.command_options("decode"))      # --iut and --iut-timeout
     args = p.parse_args(argv)
+    try:
+        faults = [lnet_serve.Fault.parse(f, args.fault_probability) for f in args.fault]
+    except ValueError as e:
+        p.error(str(e))
+    if not args.no_mgs:
+        from ptlrpc_conformance.harness.transport.lnet_mgs import ost_of
+        try:
+            ost_of(args.target_uuid)
+        except ValueError as e:
+            p.error(f"--target-uuid: {e}")
     try:
         host, port = lnet_serve.parse_listen(args.listen)
         nid = Nid.parse(args.nid) if args.nid else lnet_serve.default_nid(host)
@@ -50,14 +75,25 @@ def cmd_serve(argv: list[str]) -> int:
                   "be served as an OST", file=sys.stderr)
             return EXIT_IUT
         try:
-            server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr)
+            request_log = open(args.request_log, "w", encoding="utf-8") if args.request_log else None
+        except OSError as e:
+            print(f"ptlrpc-conformance: serve: --request-log: {e}", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr,
+                                       mgs=None if args.no_mgs else args.target_uuid, faults=faults,
+                                       fault_seed=args.fault_seed, request_log=request_log)
             control = None
             if args.control or args.control_port is not None:
                 control = lnet_serve.ControlSocket(server, path=args.control, port=args.control_port)
         except OSError as e:
             print(f"ptlrpc-conformance: serve cannot listen: {e}", file=sys.stderr)
             return EXIT_USAGE
-        return _run(server, control, args.iut)
+        try:
+            return _run(server, control, args.iut)
+        finally:
+            if request_log is not None:
+                request_log.close()
     finally:
         adapter.close()
 
@@ -70,6 +106,7 @@ def _run(server, control, iut: str) -> int:
         control.start()
     addr = server.address
     print(f"serving {iut} as {server.node.nid} on {addr[0]}:{addr[1]}"
+          + (f", MGS of {server.mgs.fsname} naming {server.mgs.target_uuid}" if server.mgs is not None else "")
           + (f", control {control.address}" if control is not None else ""), flush=True)
     try:
         while not server.stopped.wait(0.5):

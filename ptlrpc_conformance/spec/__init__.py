@@ -113,3 +113,12 @@ def lnet() -> dict:
     harness/transport/lnet_engine/."""
     from . import layouts
     return layouts.lnet()
+
+
+@functools.lru_cache(maxsize=1)
+def mgs() -> dict:
+    """The facts of the minimal MGS `serve` plays (mgs.yaml): its portals, the reply of each
+    request it answers, its statuses and the client config log it hands out."""
+    import yaml
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return yaml.load(resources.files(__name__).joinpath("mgs.yaml").read_text(encoding="utf-8"), Loader=loader)

@@ -6,36 +6,45 @@ behind an LNet node (lnet_engine/node.py: `Listener`) and reached by real LNet p
 - A PUT to one of the OST services' request portals (spec/target.yaml `portals`: the services
   `ost` and `mdt_or_ost`, i.e. 6, 7, 24, 28 and 31, as ofd/ofd_oss.c registers them) is one
   `exchange` with the IUT (docs/testee-protocol.md §2.4): the request's bytes, the XID = the
-  PUT's match bits (ptlrpc/events.c: request_in_callback), and the client = the peer's LNet
-  process id written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or
-  "U<port>-NID" for a peer on an unprivileged port).  A PUT to any other portal finds no
-  buffer and is dropped, as LNet drops it.
-- The reply is a PUT to the requester on the OST services' reply portal (OSC_REPLY_PORTAL 4,
-  spec/lnet.yaml) with the request's match bits, or its pb_mbits when the client's connect
-  was granted OBD_CONNECT2_REP_MBITS and the request is not a connect (ptlrpc/niobuf.c:
-  ptlrpc_send_reply; ptlrpc/service.c: ptlrpc_server_handle_req_in), at
-  offset `lustre_msg_early_size` (224) when the request's lm_flags asked for adaptive timeouts,
-  else 0 (ptlrpc/sec_null.c: null_authorize).  Replies the IUT sends later (deferred during
-  recovery, listed in an exchange's `replies` or in `end_recovery`'s) go the same way to the
-  peer whose request they answer, at that request's offset.
+  PUT's match bits (ptlrpc/events.c: request_in_callback), and the client = the LNet process
+  id the request's header names (src_nid, src_pid: lnet/lnet/lib-msg.c: lnet_build_msg_event
+  makes the event's initiator of them, and request_in_callback the request's rq_peer),
+  written as Lustre writes it (lnet/nidstrings.c: libcfs_idstr, "12345-NID", or "U<n>-NID"
+  for a user-space process).  A PUT to any other portal finds no buffer and is dropped, as
+  LNet drops it.
+- The reply is a PUT to that process, on the connection the request came on, on the OST
+  services' reply portal (OSC_REPLY_PORTAL 4, spec/lnet.yaml) with the request's match bits, or
+  its pb_mbits when the client's connect was granted OBD_CONNECT2_REP_MBITS and the request is
+  not a connect (ptlrpc/niobuf.c: ptlrpc_send_reply; ptlrpc/service.c:
+  ptlrpc_server_handle_req_in), at offset `lustre_msg_early_size` (224) when the request's
+  lm_flags asked for adaptive timeouts, else 0 (ptlrpc/sec_null.c: null_authorize).  Replies
+  the IUT sends later (deferred during recovery, listed in an exchange's `replies` or in
+  `end_recovery`'s) go the same way to the process whose request they answer, at that
+  request's offset (on another connection from the same NID if that one has closed).
 - The IUT is called by one thread at a time, whatever the number of peers.
+- With `mgs`, a PUT to the MGS request portal (26) goes to the minimal MGS (lnet_mgs.py), whose
+  replies go to the MGC reply portal (25).  It is the suite's model, not judged.
+- Faults (`Fault`: drop, delay, early replies, a reset mid-reply, a NOOP storm) fall on the
+  target's replies, drawn from one seeded generator.
 
 The control operations (`Server.control`) are what `serve`'s control socket carries: `status`,
 `reset` (the IUT's reset), `restart` (every connection dropped, a new incarnation, the IUT's
-restart: a server that rebooted), `end_recovery` (its replies delivered) and `stop`.
+restart: a server that rebooted), `end_recovery` (its replies delivered), `fault` and `stop`.
 
-Not done yet: early replies, fault injection, the MGS, bulk, and a pcap of the traffic.
+Not done yet: bulk, and the LDLM enqueue of the MGS's config lock.
 """
 from __future__ import annotations
 
 import ipaddress
 import json
 import os
+import random
 import select
 import socket
 import threading
 import time
 from collections import OrderedDict
+from dataclasses import dataclass
 
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Connection, Listener, Message, Node
@@ -44,6 +53,9 @@ from ptlrpc_conformance.harness.transport.lnet_engine.wire import C, Nid
 OST_PORTALS = frozenset(p for p, row in spec.target()["portals"]["requests"].items()
                         if row["service"] in ("ost", "mdt_or_ost"))
 REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
+DEFAULT_TARGET_UUID = spec.target()["target_uuid"]  # the OST the MGS names by default: the reference's
+MGS_PORTAL = spec.mgs()["portals"]["MGS_REQUEST_PORTAL"]["value"]
+MGC_REPLY_PORTAL = spec.mgs()["portals"]["MGC_REPLY_PORTAL"]["value"]
 AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
 CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
@@ -53,7 +65,7 @@ _HDR = spec.layout("lustre_msg_v2")
 MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
 MAX_CONTROL_LINE = 1 << 16    # a control request longer than this is refused
 CONTROL_TIMEOUT = 5.0         # a control client that sends nothing for this long is dropped
-CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "stop")
+CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "stop")
 
 
 def _round8(n: int) -> int:
@@ -130,24 +142,108 @@ def granted_rep_mbits(reply: bytes) -> bool | None:
     return bool(flags & FLAGS2 and flags2 & REP_MBITS)
 
 
+@dataclass
+class Fault:
+    """A fault serve puts on the target's replies (never the MGS's):
+
+    drop    the reply is not sent (the IUT answered; the client never hears of it)
+    delay   the reply is sent `value` ms late
+    early   `value` early replies (default 1) first: a ptlrpc_body alone, at offset 0 on the
+            reply portal with the reply's match bits (service.c: ptlrpc_at_send_early_reply),
+            to a request that asked for adaptive timeouts; the final reply follows
+    reset   the reply's headers and `value` bytes of its payload (default: half) are sent,
+            then the connection is closed
+    noop    `value` NOOPs (default 100) before the reply
+
+    It applies to the next `count` replies (None: to every one), each with `probability`
+    (drawn from serve's one generator, seeded: the same seed and the same replies give the
+    same faults)."""
+    kind: str
+    value: int | None = None
+    count: int | None = None
+    probability: float = 1.0
+
+    def __post_init__(self):
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"fault {self.kind!r}: expected one of {', '.join(FAULT_KINDS)}")
+        if self.kind == "drop" and self.value is not None:
+            raise ValueError(f"fault drop takes no value (given {self.value!r})")
+        if self.value is not None and (isinstance(self.value, bool) or not isinstance(self.value, int)
+                                       or not 0 <= self.value <= FAULT_VALUE_MAX[self.kind]):
+            raise ValueError(f"fault {self.kind}: value {self.value!r} is not a whole number from 0 to "
+                             f"{FAULT_VALUE_MAX[self.kind]}")
+        if self.count is not None and (isinstance(self.count, bool) or not isinstance(self.count, int)
+                                       or self.count < 1):
+            raise ValueError(f"fault {self.kind}: count {self.count!r} is not a count >= 1")
+        if isinstance(self.probability, bool) or not isinstance(self.probability, (int, float)) \
+                or not 0.0 <= self.probability <= 1.0:
+            raise ValueError(f"fault {self.kind}: probability {self.probability!r} is not in [0, 1]")
+
+    @classmethod
+    def parse(cls, text: str, probability: float = 1.0) -> "Fault":
+        """KIND or KIND=VALUE, as `--fault` takes it; ValueError with the reason."""
+        kind, sep, value = text.partition("=")
+        if sep and not value.isdigit():
+            raise ValueError(f"--fault {text!r}: the value after '=' must be a whole number")
+        return cls(kind, int(value) if sep else None, None, probability)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "value": self.value, "count": self.count, "probability": self.probability}
+
+
+FAULT_KINDS = ("drop", "delay", "early", "reset", "noop")
+# the largest value of each kind: every fault ends (a delay of ten minutes, a storm of a
+# million NOOPs, a thousand early replies; a reset's bytes are cut at the payload's length)
+FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000}
+NOOP_STORM = 100                # NOOPs a `noop` fault sends when it says no number
+EARLY_TIMEOUT = 10              # the seconds an early reply tells the client to wait on (pb_timeout)
+
+
+@dataclass
+class _Outgoing:
+    """A reply on its way: where it goes and what it answers."""
+    conn: Connection
+    portal: int
+    mbits: int
+    payload: bytes
+    offset: int
+    pid: int
+    client: str
+    xid: int
+    request: bytes = b""
+    target: bool = True             # the target's reply (faults apply), not the MGS's
+
+
 class Server:
     """A target IUT (a started adapter) served as an OST by an LNet node `nid` listening on
-    host:port (port 0: any free port; `address` says which)."""
+    host:port (port 0: any free port; `address` says which).  `mgs`: the OST UUID the minimal
+    MGS announces in its client config log (lnet_mgs.py), or None for no MGS.  `faults`: those
+    put on the target's replies from the start, drawn with random.Random(`fault_seed`).
+    `request_log`: a file object that gets one JSON line per request received."""
 
-    def __init__(self, adapter, nid: Nid | str, host: str, port: int, *, accept_all: bool = False, log=None):
+    def __init__(self, adapter, nid: Nid | str, host: str, port: int, *, accept_all: bool = False, log=None,
+                 mgs: str | None = None, faults=(), fault_seed: int = 0, request_log=None):
         self.adapter, self.accept_all = adapter, accept_all
         self.node = Node(Nid.parse(nid) if isinstance(nid, str) else nid)
+        self.mgs = None
+        if mgs is not None:
+            from ptlrpc_conformance.harness.transport.lnet_mgs import Mgs
+            self.mgs = Mgs(self.node.nid, mgs)
         self.listener = Listener(self.node, host, port, accept_all=accept_all, handler=self._on_put)
         self.address = self.listener.address
         self.stopped = threading.Event()
         self.counts = {"requests": 0, "replies": 0, "deferred_delivered": 0, "undeliverable": 0,
-                       "not_ost_portal": 0, "iut_failed": 0, "lost_in_restart": 0}
-        self._log = log
+                       "not_ost_portal": 0, "iut_failed": 0, "lost_in_restart": 0, "mgs_requests": 0,
+                       "faults": 0}
+        self.faults: list[Fault] = list(faults)
+        self._rng = random.Random(fault_seed)
+        self._log, self._request_log = log, request_log
         self._lock = threading.Lock()               # one call into the IUT at a time
-        # (client, xid) -> (the reply's offset, its match bits)
-        self._pending: OrderedDict[tuple[str, int], tuple[int, int]] = OrderedDict()
-        self._peers: dict[str, Connection] = {}     # client -> its latest connection
+        # (client, xid) -> (the reply's offset, its match bits, the client's pid, the request)
+        self._pending: OrderedDict[tuple[str, int], tuple[int, int, int, bytes]] = OrderedDict()
+        self._peers: dict[str, Connection] = {}     # client -> the connection of its last request
         self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
+        self._mgs_rep_mbits: set[str] = set()       # the same, of the MGS
 
     def start(self) -> "Server":
         self.listener.start()
@@ -164,22 +260,37 @@ class Server:
     # -- requests -----------------------------------------------------------------------
 
     def _on_put(self, conn: Connection, msg: Message) -> None:
-        if msg.portal not in OST_PORTALS:
+        # the requester is the process the LNet header names (lib-msg.c: lnet_build_msg_event,
+        # events.c: request_in_callback: rq_peer), not the connection's
+        pid = msg.header.src_pid
+        client, xid = client_id(msg.header.src_nid, pid), msg.match_bits
+        request = _buffers(msg.payload)
+        opc = _field(request, 0, "ptlrpc_body_v3", "pb_opc")
+        service = ("mgs" if self.mgs is not None and msg.portal == MGS_PORTAL else
+                   "ost" if msg.portal in OST_PORTALS else None)
+        self._record(client, msg, opc, service)
+        if service is None:
             self.counts["not_ost_portal"] += 1      # no request buffer there: LNet drops it
             return
-        client, xid = client_id(conn.peer_nid, conn.peer_pid), msg.match_bits
+        if service == "mgs":
+            with self._lock:
+                self.counts["mgs_requests"] += 1
+                data = self.mgs.handle(msg.payload)
+                mbits = self._reply_mbits(self._mgs_rep_mbits, client, request, opc, xid)
+                if data is not None:
+                    self._learn_grant(self._mgs_rep_mbits, client, opc, data)
+            if data is not None:
+                self._transmit(_Outgoing(conn, MGC_REPLY_PORTAL, mbits, data, reply_offset(msg.payload), pid, client,
+                                         xid, msg.payload, target=False))
+            return
         with self._lock:
             if not conn.alive:          # dropped meanwhile (a restart): the request died with it
                 self.counts["lost_in_restart"] += 1
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
-            request = _buffers(msg.payload)
-            opc = _field(request, 0, "ptlrpc_body_v3", "pb_opc")
-            mbits = _field(request, 0, "ptlrpc_body_v3", "pb_mbits") if client in self._rep_mbits else None
-            if opc in CONNECTS or not mbits:
-                mbits = xid
-            self._pending[(client, xid)] = (reply_offset(msg.payload), mbits)
+            mbits = self._reply_mbits(self._rep_mbits, client, request, opc, xid)
+            self._pending[(client, xid)] = (reply_offset(msg.payload), mbits, pid, msg.payload)
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
             outcome = self.adapter.call({"op": "exchange", "data": msg.payload.hex(), "xid": xid, "client": client})
@@ -187,20 +298,50 @@ class Server:
                 self.counts["iut_failed"] += 1
                 self._say(f"exchange from {client} xid {xid:#x}: {outcome.describe()}: no reply sent")
                 return
-            self._deliver_deferred(outcome.result.get("replies"))
-            if self._reply(client, xid, outcome.result.get("data"), conn) and opc in CONNECTS:
-                granted = granted_rep_mbits(bytes.fromhex(outcome.result["data"]))
-                if granted:
-                    self._rep_mbits.add(client)
-                elif granted is False:
-                    self._rep_mbits.discard(client)
+            out = self._route_deferred(outcome.result.get("replies"))
+            reply = self._route(client, xid, outcome.result.get("data"), conn)
+            if reply is not None:
+                self._learn_grant(self._rep_mbits, client, opc, reply.payload)
+        for item in out:
+            if self._transmit(item):
+                self.counts["deferred_delivered"] += 1
+        if reply is not None:
+            self._transmit(reply)
 
-    def _reply(self, client: str, xid: int, data, conn: Connection | None = None) -> bool:
-        """PUT the reply (hex) to `client`'s request `xid`; nothing when `data` is null (a
-        dropped request, or one whose reply is deferred: its offset is kept)."""
+    @staticmethod
+    def _reply_mbits(granted: set, client: str, request, opc, xid: int) -> int:
+        """The match bits of the reply: the request's pb_mbits when the client's connect to this
+        service was granted REP_MBITS and the request is not a connect (and names some), else
+        the XID (service.c: ptlrpc_server_handle_req_in)."""
+        mbits = _field(request, 0, "ptlrpc_body_v3", "pb_mbits") if client in granted else None
+        return xid if opc in CONNECTS or not mbits else mbits
+
+    @staticmethod
+    def _learn_grant(granted: set, client: str, opc, reply: bytes) -> None:
+        """A connect reply's REP_MBITS grant, kept per client of the service (Lustre keeps it
+        per export)."""
+        if opc in CONNECTS:
+            grant = granted_rep_mbits(reply)
+            if grant:
+                granted.add(client)
+            elif grant is False:
+                granted.discard(client)
+
+    def _record(self, client: str, msg: Message, opc, service) -> None:
+        if self._request_log is None:
+            return
+        line = {"client": client, "portal": msg.portal, "xid": msg.match_bits, "opc": opc,
+                "service": service, "data": msg.payload.hex()}
+        with self._lock:
+            self._request_log.write(json.dumps(line) + "\n")
+            self._request_log.flush()
+
+    def _route(self, client: str, xid: int, data, conn: Connection | None = None) -> "_Outgoing | None":
+        """Where the reply (hex) to `client`'s request `xid` goes; None when `data` is null (a
+        dropped request, or one whose reply is deferred: its offset is kept) or cannot go."""
         if data is None:
-            return False
-        offset, mbits = self._pending.pop((client, xid), (None, xid))
+            return None
+        offset, mbits, pid, request = self._pending.pop((client, xid), (None, xid, 0, b""))
         conn = conn if conn is not None else self._connection_of(client)
         try:
             payload = bytes.fromhex(data) if isinstance(data, str) else None
@@ -209,44 +350,102 @@ class Server:
         if payload is None:
             self.counts["iut_failed"] += 1
             self._say(f"the IUT's reply to {client} xid {xid:#x} is not hex: not sent")
-            return False
+            return None
         if conn is None or not conn.alive or offset is None:
             self.counts["undeliverable"] += 1
             self._say(f"reply to {client} xid {xid:#x}: no connection or request for it: not sent")
+            return None
+        return _Outgoing(conn, REPLY_PORTAL, mbits, payload, offset, pid, client, xid, request)
+
+    def _route_deferred(self, replies) -> list[_Outgoing]:
+        out = []
+        for item in replies if isinstance(replies, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("client"), str) and isinstance(item.get("xid"), int):
+                routed = self._route(item["client"], item["xid"], item.get("data"))
+                if routed is not None:
+                    out.append(routed)
+        return out
+
+    def _connection_of(self, client: str) -> Connection | None:
+        """The live connection to `client`: the one its last request came on, else another
+        from the same NID (the peer reconnected since)."""
+        last = self._peers.get(client)
+        if last is not None and last.alive:
+            return last
+        nid = client.split("-", 1)[1]
+        return next((c for c in list(self.listener.connections) if c.alive and str(c.peer_nid) == nid), None)
+
+    def _transmit(self, out: _Outgoing) -> bool:
+        """PUT a reply to the process that asked (its pid, on `out.conn`), with the faults that
+        fall on it; whether the reply was sent whole."""
+        faults = self._draw_faults() if out.target else []
+        kinds = {f.kind: f for f in faults}
+        for f in faults:
+            self.counts["faults"] += 1
+            self._say(f"fault {f.kind} on the reply to {out.client} xid {out.xid:#x}")
+        if "noop" in kinds:
+            out.conn.noop(NOOP_STORM if kinds["noop"].value is None else kinds["noop"].value)
+        if "early" in kinds and out.offset:        # only a request that asked for AT gets one
+            early = self._early_reply(out.request)
+            for _ in range(1 if kinds["early"].value is None else kinds["early"].value):
+                out.conn.put(out.portal, out.mbits, early, offset=0, dest_pid=out.pid)
+        if "delay" in kinds:
+            self.stopped.wait((kinds["delay"].value or 0) / 1000.0)
+        if "drop" in kinds:
             return False
-        out = conn.put(REPLY_PORTAL, mbits, payload, offset=offset)
-        if not out.ok:
-            self._say(f"reply to {client} xid {xid:#x}: {out.kind}: {out.detail}")
+        if "reset" in kinds:
+            keep = len(out.payload) // 2 if kinds["reset"].value is None else kinds["reset"].value
+            out.conn.put_cut(out.portal, out.mbits, out.payload, keep, offset=out.offset, dest_pid=out.pid)
+            return False
+        sent = out.conn.put(out.portal, out.mbits, out.payload, offset=out.offset, dest_pid=out.pid)
+        if not sent.ok:
+            self._say(f"reply to {out.client} xid {out.xid:#x}: {sent.kind}: {sent.detail}")
             return False
         self.counts["replies"] += 1
         return True
 
-    def _connection_of(self, client: str) -> Connection | None:
-        """The live connection to `client`: the one its last request came on, else any other
-        it has open (it may have reconnected since)."""
-        last = self._peers.get(client)
-        if last is not None and last.alive:
-            return last
-        return next((c for c in list(self.listener.connections)
-                     if c.alive and client_id(c.peer_nid, c.peer_pid) == client), None)
+    def _draw_faults(self) -> list[Fault]:
+        with self._lock:
+            drawn = []
+            for f in list(self.faults):
+                if self._rng.random() >= f.probability:
+                    continue
+                drawn.append(f)
+                if f.count is not None:
+                    f.count -= 1
+                    if f.count == 0:
+                        self.faults.remove(f)
+            return drawn
 
-    def _deliver_deferred(self, replies) -> None:
-        for item in replies if isinstance(replies, list) else []:
-            if isinstance(item, dict) and isinstance(item.get("client"), str) and isinstance(item.get("xid"), int):
-                if self._reply(item["client"], item["xid"], item.get("data")):
-                    self.counts["deferred_delivered"] += 1
+    @staticmethod
+    def _early_reply(request: bytes) -> bytes:
+        """An early reply to `request`: a lustre_msg_v2 holding a ptlrpc_body alone, of
+        lustre_msg_early_size bytes (service.c: ptlrpc_at_send_early_reply packs one buffer;
+        niobuf.c: ptlrpc_send_reply sets the type and the opcode, and pb_timeout the time
+        the client may still wait)."""
+        from ptlrpc_conformance.harness.transport.lnet_mgs import message, _pack
+        msg = _buffers(request)
+        body = {}
+        for name in ("pb_handle", "pb_version", "pb_opc", "pb_conn_cnt"):
+            value = _field(msg, 0, "ptlrpc_body_v3", name)
+            body[name] = value or 0
+        packed = _pack("ptlrpc_body_v3", pb_type=REPLY, pb_timeout=EARLY_TIMEOUT, **body)
+        return message([bytes(packed)])
 
     # -- control ------------------------------------------------------------------------
 
-    def control(self, op: str) -> dict:
+    def control(self, op: str, args: dict | None = None) -> dict:
         """One control operation: {"ok": true, "result": {...}} or {"ok": false, "error": why}."""
         if op not in CONTROL_OPS:
             return {"ok": False, "error": f"unknown operation {op!r} (operations: {', '.join(CONTROL_OPS)})"}
         if op == "stop":
             self.stopped.set()
             return {"ok": True, "result": {}}
+        if op == "fault":
+            return self._control_fault(args or {})
         if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
             return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
+        deferred: list[_Outgoing] = []
         with self._lock:
             if op == "restart":
                 self._drop_connections()
@@ -261,12 +460,34 @@ class Server:
                     self._pending.clear()
                     self._rep_mbits.clear()
                 if op == "end_recovery":
-                    self._deliver_deferred(result.get("replies"))
-            live = [c for c in self.listener.connections if c.alive]
-            result.update(incarnation=self.node.incarnation, counts=dict(self.counts),
-                          clients=[client_id(c.peer_nid, c.peer_pid) for c in live])
-            self._say(f"{op}: done")
-            return {"ok": True, "result": result}
+                    deferred = self._route_deferred(result.get("replies"))
+        for item in deferred:
+            if self._transmit(item):
+                self.counts["deferred_delivered"] += 1
+        self._say(f"{op}: done")
+        return {"ok": True, "result": {**result, **self._status()}}
+
+    def _status(self) -> dict:
+        live = [c for c in self.listener.connections if c.alive]
+        with self._lock:
+            faults = [f.describe() for f in self.faults]
+        return {"incarnation": self.node.incarnation, "counts": dict(self.counts),
+                "clients": [client_id(c.peer_nid, c.peer_pid) for c in live], "faults": faults}
+
+    def _control_fault(self, args: dict) -> dict:
+        """{"op": "fault", "kind": K, "value": V, "count": N, "probability": P} adds a fault;
+        {"op": "fault", "kind": "clear"} removes them all."""
+        if args.get("kind") == "clear":
+            with self._lock:
+                self.faults.clear()
+            return {"ok": True, "result": self._status()}
+        try:
+            fault = Fault(args.get("kind"), args.get("value"), args.get("count"), args.get("probability", 1.0))
+        except (TypeError, ValueError) as e:
+            return {"ok": False, "error": str(e)}
+        with self._lock:
+            self.faults.append(fault)
+        return {"ok": True, "result": self._status()}
 
     def _drop_connections(self) -> None:
         """A reboot: every connection closed, the requests awaiting a reply forgotten."""
@@ -275,6 +496,7 @@ class Server:
         self._pending.clear()
         self._peers.clear()
         self._rep_mbits.clear()
+        self._mgs_rep_mbits.clear()
 
 
 class ControlSocket:
@@ -341,7 +563,7 @@ class ControlSocket:
                     op = request.get("op") if isinstance(request, dict) else None
                 except ValueError:
                     op = None
-                answer = (self.server.control(op) if isinstance(op, str) else
+                answer = (self.server.control(op, request) if isinstance(op, str) else
                           {"ok": False, "error": 'a control request is one JSON object per line: {"op": NAME}'})
                 sock.sendall(json.dumps(answer).encode() + b"\n")
         except OSError:
@@ -350,9 +572,9 @@ class ControlSocket:
             sock.close()
 
 
-def control_call(address: str, op: str, timeout: float = 30.0) -> dict:
-    """Send one control operation to a serve's control socket (a path, or 127.0.0.1:PORT) and
-    return its answer."""
+def control_call(address: str, op: str, timeout: float = 30.0, **args) -> dict:
+    """Send one control operation (with the fields `args`, e.g. a fault's) to a serve's control
+    socket (a path, or 127.0.0.1:PORT) and return its answer."""
     if "/" in address or not address.rsplit(":", 1)[-1].isdigit():
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         target: object = address
@@ -363,7 +585,7 @@ def control_call(address: str, op: str, timeout: float = 30.0) -> dict:
     with sock:
         sock.settimeout(timeout)
         sock.connect(target)
-        sock.sendall(json.dumps({"op": op}).encode() + b"\n")
+        sock.sendall(json.dumps({**args, "op": op}).encode() + b"\n")
         buf = b""
         while b"\n" not in buf:
             chunk = sock.recv(4096)

@@ -17,7 +17,9 @@ class Connections:
         bufs = req.buffers
         if len(bufs) < 2 or b"\0" not in bufs[1][:40]:
             return self._reject(req, "EINVAL", None)
-        if bufs[1].split(b"\0", 1)[0].decode("latin-1") != cfg.target_uuid:
+        # ldlm_lib.c: target_handle_connect finds the target with class_str2obd, which takes
+        # its UUID or its device name (lustre-OST0000_UUID or lustre-OST0000)
+        if bufs[1].split(b"\0", 1)[0].decode("latin-1") not in (cfg.target_uuid, cfg.target_uuid.removesuffix("_UUID")):
             return self._reject(req, "ENODEV", None)
         if len(bufs) < 3 or b"\0" not in bufs[2][:40] or not bufs[2].split(b"\0", 1)[0]:
             return self._reject(req, "EINVAL", None)

@@ -286,6 +286,33 @@ class Connection:
             return failed if failed is not None else Outcome("sent")
         return self._send_and_await(("ack", wmd), header, payload, timeout, "ACK", "acked")
 
+    def noop(self, count: int = 1) -> Outcome:
+        """Send `count` NOOPs (keepalives; a peer must ignore them): `sent`, or the fault met."""
+        for _ in range(count):
+            failed = self._send(KsockHeader(C["KSOCK_MSG_NOOP"]))
+            if failed is not None:
+                return failed
+        return Outcome("sent")
+
+    def put_cut(self, portal: int, match_bits: int, payload: bytes, keep: int, *, offset: int = 0,
+                dest_pid: int | None = None) -> Outcome:
+        """A fault made on purpose: send a PUT's headers and the first `keep` bytes of its
+        payload, then close the connection (the peer sees a reset in the middle of a message)."""
+        dest = (self.peer_nid, self.peer_pid if dest_pid is None else dest_pid)
+        header = self._header(C["LNET_MSG_PUT"], len(payload), dest, wmd=NONE_WMD, match_bits=match_bits,
+                              portal=portal, offset=offset)
+        data = KsockHeader(C["KSOCK_MSG_LNET"]).pack() + header.pack(self.wide) + payload[:max(0, keep)]
+        with self._send_lock:
+            if self.failure is not None:
+                return self.failure
+            try:
+                self._sock.sendall(data)
+            except OSError as exc:
+                self._fail(Outcome("reset", f"sending: {exc.__class__.__name__}: {exc}"))
+                return self.failure
+        self._fail(Outcome("closed", f"closed on purpose after {keep} of {len(payload)} payload bytes"))
+        return Outcome("sent")
+
     def ping(self, timeout: float = 5.0) -> Outcome:
         """Ping the peer as discovery does (lib-move.c: lnet_send_ping: a GET on the reserved
         portal with the ping match bits, room for LNET_PING_INFO_MIN_SIZE): `reply` with the
