@@ -82,6 +82,14 @@ def git_has(git: str, commit: str) -> bool:
     return proc.returncode == 0
 
 
+def git_full(git: str, commit: str) -> str:
+    proc = subprocess.run(["git", f"--git-dir={git}", "rev-parse", "--verify", f"{commit}^{{commit}}"],
+                          capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise CorpusError(f"{git}: no commit {commit}")
+    return proc.stdout.strip()
+
+
 def git_parent(git: str, commit: str) -> str | None:
     proc = subprocess.run(["git", f"--git-dir={git}", "rev-parse", f"{commit}^"], capture_output=True, text=True,
                           timeout=60)
@@ -341,7 +349,7 @@ def judge(entry: dict, git: str, out: pathlib.Path, folders: list[str]) -> dict:
     else:
         bins = {}
         for side in ("parent", "fix"):
-            commit = entry[side]
+            commit = git_full(git, entry[side])
             src, into = out / "src" / commit, out / "build" / commit
             extract_tree(git, commit, src, folders)
             why = build(src.resolve(), into.resolve())
