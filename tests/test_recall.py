@@ -153,3 +153,45 @@ def test_the_tool_tells_a_fix_from_its_parent_in_a_lustre_git_directory(tmp_path
     assert row["charged"] == ["BODY-JOBID-1"] and row["missing"] == []
     assert summary["recall"]["all"] == {"caught": 1, "total": 1}
     assert "**Recall: 1 / 1**" in doc.read_text()
+
+
+def test_the_published_recall_document_covers_the_corpus_and_adds_up():
+    text = recall.DOC.read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if re.match(r"^\| LU-\d+ \| `", line)]
+    listed = {(r[0].lstrip("| "), r[1].strip("`")) for r in rows}
+    corpus = {(e["id"], e["fix"][:10]) for e in recall.load_corpus(recall.CORPUS)}
+    assert listed == corpus, "re-run python3 tools/recall.py --lustre-git DIR --out DIR after changing the corpus"
+    caught = {kind: sum(1 for r in rows if r[3] == kind and r[9] == "yes") for kind in recall.KINDS}
+    total = {kind: sum(1 for r in rows if r[3] == kind) for kind in recall.KINDS}
+    assert (f"**Recall: {sum(caught.values())} / {len(rows)}** (build: {caught['build']} / {total['build']}, "
+            f"target: {caught['target']} / {total['target']}).") in text
+    # every miss says why
+    for r in rows:
+        assert r[9] == "yes" or r[10].strip(" |"), r
+
+
+def test_a_selection_that_applies_to_nothing_is_a_reason_not_a_verdict():
+    rep = {"iut": {"hello": {"capabilities": ["decode"]}},
+           "cases": [{"id": "structs.x.decode", "verdict": "not-applicable", "failed_requirements": [],
+                      "message": "the IUT did not declare capability 'structs'"}]}
+    assert recall.not_applied(rep) == ("no case of the selection applies to the IUT (its hello declares decode; the "
+                                       "cases say: the IUT did not declare capability 'structs'): not certified")
+    rep["cases"].append({"id": "framing.y.decode", "verdict": "pass", "failed_requirements": []})
+    assert recall.not_applied(rep) is None
+
+
+def test_the_compiled_code_ignores_where_the_tree_keeps_it(tmp_path):
+    def tree(name, line, uapi="struct a { int b; };\n", body="int f(void) { return 1; }"):
+        src, into = tmp_path / name / "src", tmp_path / name / "build"
+        (src / "lustre/include/uapi/linux/lustre").mkdir(parents=True)
+        (src / "lustre/include/uapi/linux/lustre/lustre_idl.h").write_text(uapi)
+        into.mkdir()
+        (into / "lustre_extract.c").write_text(
+            f"/*\n *   tree:    {src}\n *   version: {name}\n *   sha256 {name}  lustre/ptlrpc/pack_generic.c\n */\n"
+            f'#line {line} "lustre/ptlrpc/pack_generic.c"\n{body}\n#define LUSTRE_EXTRACT_VERSION "{name}"\n')
+        (into / "lustre_compat.h").write_text("#define LT_X 1\n")
+        return recall.compiled_code(src, into)
+    same = tree("parent", 100)
+    assert tree("fix", 107) == same                                  # a function moved down the file
+    assert tree("fix2", 100, body="int f(void) { return 2; }") != same
+    assert tree("fix3", 100, uapi="struct a { long b; };\n") != same  # a uapi header main.c includes

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import pathlib
@@ -241,10 +242,7 @@ def build(src: pathlib.Path, into: pathlib.Path) -> str | None:
     """Build the testee from src into `into` (`make`: messages against a guard page, so a read
     or write past a message faults; not the sanitize build, whose every crash costs seconds of
     AddressSanitizer report and the wrap of a rounded buffer length crashes every release
-    dozens of times); None, or why it could not be built."""
-    binary = into / "lustre-testee"
-    if binary.is_file():
-        return None
+    dozens of times); None, or why it could not be built.  make rebuilds only what changed."""
     proc = subprocess.run(["make", "-C", LUSTRE_DIR, f"LUSTRE={src}", f"BUILD={into}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
@@ -261,8 +259,10 @@ def compiled_code(src: pathlib.Path, into: pathlib.Path) -> str:
     naming the tree, its version and its files' hashes), the compat header, and every uapi
     header (included whole).  Equal at two commits: the same program."""
     text = (into / "lustre_extract.c").read_text(encoding="utf-8", errors="replace")
-    parts = ["\n".join(ln for ln in text.splitlines()
-                       if not re.match(r" \*   (tree|version|sha256)", ln) and "LUSTRE_EXTRACT_" not in ln),
+    # (#line directives name where each function starts in the tree: a fix elsewhere in the
+    # file moves them without changing the code)
+    parts = ["\n".join(ln for ln in text.splitlines() if not re.match(r" \*   (tree|version|sha256)|#line ", ln)
+                       and "LUSTRE_EXTRACT_" not in ln),
              (into / "lustre_compat.h").read_text(encoding="utf-8")]
     for folder in UAPI_FOLDERS:
         for path in sorted((src / folder).rglob("*")):
@@ -273,15 +273,18 @@ def compiled_code(src: pathlib.Path, into: pathlib.Path) -> str:
 
 # ---- certifying and comparing ----------------------------------------------------------------
 
-def certify(iut: str, out: pathlib.Path, profile: str, requirements: list[str], env=None) -> dict:
-    """report.json of one certification with the cases of `requirements` (reused when OUT holds
-    it for the same IUT, profile and selection)."""
+def certify(iut: str, out: pathlib.Path, profile: str, requirements: list[str], code: pathlib.Path,
+            env=None) -> dict:
+    """report.json of one certification with the cases of `requirements`: reused when OUT holds
+    it for the same command, suite (code and data) and IUT code (the file `code`)."""
+    from ptlrpc_conformance.harness.outputs.report import suite_identity
     report = out / "report.json"
     argv = ["certify", "--iut", iut, "--out", str(out), "--profile", profile, "-q"]
     for r in requirements:
         argv += ["--requirement", r]
+    identity = {"argv": argv, "suite": suite_identity(), "iut": hashlib.sha256(code.read_bytes()).hexdigest()}
     stamp = out / "recall-command.json"
-    if report.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == argv:
+    if report.is_file() and stamp.is_file() and json.loads(stamp.read_text()) == identity:
         return json.loads(report.read_text())
     print("recall: ptlrpc-conformance " + " ".join(argv), file=sys.stderr)
     proc = subprocess.run(COMMAND + argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600)
@@ -292,7 +295,7 @@ def certify(iut: str, out: pathlib.Path, profile: str, requirements: list[str], 
                           f"{(proc.stderr or proc.stdout).strip()[-500:]}") from None
     if proc.returncode not in (0, 1, 5):
         raise CorpusError(f"certify --iut {iut} exited {proc.returncode}: {(proc.stderr or '').strip()[-500:]}")
-    stamp.write_text(json.dumps(argv))
+    stamp.write_text(json.dumps(identity))
     return data
 
 
@@ -314,6 +317,18 @@ def compare(parent: dict, fix: dict) -> tuple[dict[str, list], list[str]]:
         elif reqs - after[case]:
             extra[case] = sorted(reqs - after[case])
     return extra, sorted({r for rs in extra.values() for r in rs})
+
+
+def not_applied(report: dict) -> str | None:
+    """Why no case of the selection applied to the IUT (certify's level "not certified"), or
+    None when cases ran."""
+    if any(c["verdict"] != "not-applicable" for c in report["cases"]):
+        return None
+    hello = report["iut"].get("hello") or {}
+    why = next((c["message"] for c in report["cases"] if c.get("message")), "")
+    return (f"no case of the selection applies to the IUT (its hello declares "
+            f"{', '.join(hello.get('capabilities') or []) or 'no capability'}"
+            + (f"; the cases say: {why}" if why else "") + "): not certified")
 
 
 def mutant_name(entry_id: str) -> str:
@@ -347,8 +362,11 @@ def judge(entry: dict, git: str, out: pathlib.Path, folders: list[str]) -> dict:
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(
                 [str(ROOT / "tests"), str(ROOT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
             reports = {side: certify(row["iuts"][side], out / "cert" / tag / side, entry["profile"],
-                                     entry["requirements"], env) for side in ("parent", "fix")}
+                                     entry["requirements"], ROOT / "tests" / f"{OST_MODULE}.py", env)
+                       for side in ("parent", "fix")}
             row["cases"], row["charged"] = compare(reports["parent"], reports["fix"])
+            row["reason"] = not_applied(reports["parent"])
+            row["suite"] = {k: reports["fix"][k] for k in ("suite", "seed")}
     else:
         bins = {}
         for side in ("parent", "fix"):
@@ -367,8 +385,11 @@ def judge(entry: dict, git: str, out: pathlib.Path, folders: list[str]) -> dict:
                                  "and uapi headers are the same at the parent and the fix): not certified")
             else:
                 reports = {side: certify(row["iuts"][side], out / "cert" / tag / side, entry["profile"],
-                                         entry["requirements"]) for side in ("parent", "fix")}
+                                         entry["requirements"], bins[side][1] / "lustre-testee")
+                           for side in ("parent", "fix")}
+                row["suite"] = {k: reports["fix"][k] for k in ("suite", "seed")}
                 row["cases"], row["charged"] = compare(reports["parent"], reports["fix"])
+                row["reason"] = not_applied(reports["parent"])
                 row["versions"] = {side: reports[side]["iut"].get("hello", {}).get("version") for side in reports}
     row["told_apart"] = bool(row["cases"])
     row["missing"] = sorted(set(row["expected"]) - set(row["charged"]))
@@ -398,6 +419,10 @@ def document(rows: list[dict], fig: dict, corpus_name: str) -> str:
              "of tests/independent_ost.py stands for the code after the fix and its mutant `before_<id>` for "
              "the code before it. The suite *tells them apart* when a case fails on the parent and not on the "
              "fix; an entry is *caught* when it is told apart and every expected requirement is charged.", "",
+             "Certified with " + (", ".join(sorted({f"ptlrpc-conformance {r['suite']['suite']['version']} (suite "
+                                                    f"sha256 `{r['suite']['suite']['sha256']}`), seed {r['suite']['seed']}"
+                                                    for r in rows if r.get("suite")})) or "nothing")
+             + "; each certification's selection is `--requirement R` for every expected requirement R of its row.", "",
              f"**Recall: {fig['all']['caught']} / {fig['all']['total']}** (build: {fig['build']['caught']} / "
              f"{fig['build']['total']}, target: {fig['target']['caught']} / {fig['target']['total']}).", "",
              "| id | fix | parent | kind | profile | what | expected | charged | told apart | caught | reason |",
