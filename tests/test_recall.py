@@ -7,6 +7,7 @@ import json
 import os
 import pathlib
 import re
+import subprocess
 import sys
 
 import pytest
@@ -72,12 +73,16 @@ def test_a_corpus_listing_an_entry_twice_is_refused():
 
 
 def test_the_tool_refuses_a_bad_corpus_with_exit_2(tmp_path, capsys):
+    git = tmp_path / "lustre.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(git)], check=True)
     bad = tmp_path / "c.yaml"
     bad.write_text(yaml.safe_dump([entry(mutant="x")]))
-    assert recall.main(["--lustre-git", str(ROOT / ".git") if (ROOT / ".git").exists() else str(tmp_path),
-                        "--out", str(tmp_path / "o"), "--corpus", str(bad)]) == 2
-    assert "c.yaml: entry 0 (LU-16376): fields must be exactly" in capsys.readouterr().err or \
-        "not a git directory" in capsys.readouterr().err
+    assert recall.main(["--lustre-git", str(git), "--out", str(tmp_path / "o"), "--corpus", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"recall: {bad}: entry 0 (LU-16376): fields must be exactly" in err and "Traceback" not in err
+    assert recall.main(["--lustre-git", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")]) == 2
+    assert "not a git directory" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 def test_every_documented_reason_names_a_corpus_entry():

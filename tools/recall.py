@@ -25,9 +25,9 @@ entry is caught when it was told apart and every requirement the corpus expects 
 Writes OUT/summary.json (`entries`: id, fix, parent, kind, profile, selection, told_apart,
 charged, expected, missing, caught, reason, cases) and the document (--doc, default
 docs/certifications/recall.md): a table and the recall figure, caught / total, by kind.  A
-miss's reason is the tool's own finding (the build failed, the extracted code is unchanged,
-no mutant) or, where the suite ran and did not see the bug, the one tools/recall_reasons.yaml
-gives for its id.  Exit status: 0 the run finished (misses included); 2 bad input (the
+miss's reason is the tool's own finding (the build failed, the code the testee compiles is
+the same at both commits, no case of the selection applies to the IUT, no mutant) followed by
+the one tools/recall_reasons.yaml gives for its id, if any.  Exit status: 0 the run finished (misses included); 2 bad input (the
 corpus, the git directory).  Builds and certifications are reused from OUT on a second run.
 """
 from __future__ import annotations
