@@ -1,0 +1,202 @@
+"""tools/recall.py and its corpus (tools/recall_corpus.yaml): the corpus is validated here
+without a Lustre tree; the tool itself runs on a small part of the corpus where
+$PTLRPC_LUSTRE_GIT names a lustre-release git directory."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import recall  # noqa: E402
+
+
+def entry(**over):
+    e = {"id": "LU-16376", "fix": "727638a1d0", "parent": "3a12414a16", "profile": "lustre-2.15.8",
+         "requirements": ["BODY-JOBID-1"], "what": "An unterminated jobid.", "kind": "build"}
+    e.update(over)
+    return e
+
+
+def test_the_corpus_is_valid():
+    entries = recall.load_corpus(recall.CORPUS)
+    assert recall.corpus_errors(entries, "tools/recall_corpus.yaml") == []
+    assert {e["kind"] for e in entries} == {"build", "target"}
+    # the two bugs the suite tells apart today, and the issue's named fixes, are in it
+    fixes = {e["fix"] for e in entries}
+    for fix in ("268edb13d7", "9eba5d5729", "2a78a9e2cd", "9d17996766", "5590f5aa94", "77f01308c5",
+                "149f005a31", "bb83a8af59"):
+        assert fix in fixes, fix
+
+
+def test_corpus_entries_have_exactly_the_issue_fields_as_written():
+    # the file's own text: every entry's keys are the seven fields, hashes quoted (an all-digit
+    # hash read as a number would be lost)
+    data = yaml.safe_load(recall.CORPUS.read_text())
+    for e in data:
+        assert list(e) == list(recall.FIELDS)
+    for m in re.finditer(r"^  (fix|parent): (.*)$", recall.CORPUS.read_text(), re.M):
+        assert m.group(2).startswith('"'), m.group(0)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (entry(mutant="before_lu_16376"), "fields must be exactly id, fix, parent, profile, requirements, what, kind; "
+                                      "unknown: mutant"),
+    ({k: v for k, v in entry().items() if k != "what"}, "missing: what"),
+    (entry(profile="lustre-2.13.0"), "profile: unknown profile 'lustre-2.13.0'"),
+    (entry(requirements=["BODY-JOBID-9"]), "requirements: unknown requirement 'BODY-JOBID-9'"),
+    (entry(requirements=[]), "requirements: a non-empty list"),
+    (entry(requirements=["TGT-RESEND-2"], kind="target"), "TGT-RESEND-2 does not belong to profile lustre-2.15.8"),
+    (entry(fix=4800730025), "fix: 4800730025 is not a commit hash"),
+    (entry(parent="HEAD~1"), "parent: 'HEAD~1' is not a commit hash"),
+    (entry(kind="server"), "kind: 'server' is not one of build, target"),
+    (entry(id="12590"), "id: '12590' is not a Lustre ticket"),
+    (entry(what=" "), "what: one sentence"),
+])
+def test_a_bad_corpus_entry_is_named_with_its_field(bad, message):
+    errors = recall.corpus_errors([entry(id="LU-1", fix="1111111"), bad], "c.yaml")
+    assert len(errors) == 1, errors
+    assert errors[0].startswith("c.yaml: entry 1"), errors
+    assert message in errors[0], errors
+
+
+def test_a_corpus_listing_an_entry_twice_is_refused():
+    assert recall.corpus_errors([entry(), entry()], "c.yaml") == [
+        "c.yaml: entry 1 (LU-16376): the entry LU-16376 727638a1d0 is listed twice"]
+
+
+def test_the_tool_refuses_a_bad_corpus_with_exit_2(tmp_path, capsys):
+    git = tmp_path / "lustre.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(git)], check=True)
+    bad = tmp_path / "c.yaml"
+    bad.write_text(yaml.safe_dump([entry(mutant="x")]))
+    assert recall.main(["--lustre-git", str(git), "--out", str(tmp_path / "o"), "--corpus", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"recall: {bad}: entry 0 (LU-16376): fields must be exactly" in err and "Traceback" not in err
+    assert recall.main(["--lustre-git", str(tmp_path / "nothing"), "--out", str(tmp_path / "o")]) == 2
+    assert "not a git directory" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_every_documented_reason_names_a_corpus_entry():
+    ids = {e["id"] for e in recall.load_corpus(recall.CORPUS)}
+    reasons = recall.load_reasons(recall.REASONS)
+    assert reasons and set(reasons) <= ids, set(reasons) - ids
+
+
+def test_the_trees_folders_hold_every_path_extract_py_names():
+    folders = recall.build_folders()
+    text = (ROOT / recall.LUSTRE_DIR / "extract.py").read_text()
+    named = set(re.findall(r'"((?:lustre|lnet|include)/[\w./-]+)"', text))
+    assert named
+    for path in named:
+        assert any(path == f or path.startswith(f + "/") for f in folders), (path, folders)
+    assert "lustre/ptlrpc" in folders and "lustre/include" in folders
+
+
+def report(*cases):
+    return {"cases": [{"id": cid, "verdict": verdict, "failed_requirements": reqs} for cid, verdict, reqs in cases]}
+
+
+def test_the_parents_extra_failures_are_what_is_charged():
+    parent = report(("a", "fail", ["HDR-BUFCOUNT-1"]), ("b", "fail", ["HDR-BUFLEN-2"]),
+                    ("c", "error", ["DEC-ROBUST-1", "HDR-TOTAL-1"]), ("d", "pass", []))
+    fix = report(("a", "pass", []), ("b", "fail", ["HDR-BUFLEN-2"]), ("c", "fail", ["DEC-ROBUST-1"]),
+                 ("d", "fail", ["HDR-MAGIC-1"]))
+    cases, charged = recall.compare(parent, fix)
+    # b fails on both (not a difference); d fails only on the fix (not the parent's failure)
+    assert cases == {"a": ["HDR-BUFCOUNT-1"], "c": ["HDR-TOTAL-1"]}
+    assert charged == ["HDR-BUFCOUNT-1", "HDR-TOTAL-1"]
+    assert recall.compare(fix, fix) == ({}, [])
+
+
+def test_a_target_entry_without_its_mutant_is_a_miss_naming_the_mutant(tmp_path):
+    row = recall.judge(entry(id="LU-1", kind="target", requirements=["TGT-CONN-1"]), "unused", tmp_path, [])
+    assert row["told_apart"] is False and row["caught"] is False
+    assert row["missing"] == ["TGT-CONN-1"]
+    assert "no before_lu_1()" in row["reason"]
+    assert row["iuts"]["parent"] == "python:independent_ost:before_lu_1"
+
+
+def test_the_document_gives_the_figure_by_kind():
+    rows = [dict(id="LU-1", fix="a" * 10, parent="b" * 10, kind="build", profile="lustre-2.15.8", what="w",
+                 expected=["X"], charged=["X"], told_apart=True, caught=True, reason=None, cases={"c": ["X"]}),
+            dict(id="LU-2", fix="c" * 10, parent="d" * 10, kind="target", profile="lustre-2.15.8", what="w",
+                 expected=["Y"], charged=[], told_apart=False, caught=False, reason="no mutant", cases={})]
+    fig = recall.figure(rows)
+    assert fig == {"all": {"caught": 1, "total": 2}, "build": {"caught": 1, "total": 1},
+                   "target": {"caught": 0, "total": 1}}
+    doc = recall.document(rows, fig, "tools/recall_corpus.yaml")
+    assert "**Recall: 1 / 2** (build: 1 / 1, target: 0 / 1)" in doc
+    assert "| LU-2 | `cccccccccc` | `dddddddddd` | target |" in doc and "no mutant |" in doc
+
+
+GIT = os.environ.get("PTLRPC_LUSTRE_GIT")
+
+
+@pytest.mark.skipif(not GIT, reason="set PTLRPC_LUSTRE_GIT to a lustre-release git directory to run the tool "
+                                    "(the full corpus is the tool's job: python3 tools/recall.py)")
+def test_the_tool_tells_a_fix_from_its_parent_in_a_lustre_git_directory(tmp_path):
+    entries = recall.load_corpus(recall.CORPUS)
+    assert recall.corpus_errors(entries, "tools/recall_corpus.yaml", GIT) == []
+    # one entry: the b2_15 backport of the jobid fix (two builds, two small certifications)
+    small = tmp_path / "corpus.yaml"
+    small.write_text(yaml.safe_dump([e for e in entries if e["fix"] == "727638a1d0"], sort_keys=False))
+    doc = tmp_path / "recall.md"
+    assert recall.main(["--lustre-git", GIT, "--out", str(tmp_path / "out"), "--corpus", str(small),
+                        "--doc", str(doc)]) == 0
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    (row,) = summary["entries"]
+    assert row["told_apart"] and row["caught"], row
+    assert row["charged"] == ["BODY-JOBID-1"] and row["missing"] == []
+    assert summary["recall"]["all"] == {"caught": 1, "total": 1}
+    assert "**Recall: 1 / 1**" in doc.read_text()
+
+
+def test_the_published_recall_document_covers_the_corpus_and_adds_up():
+    text = recall.DOC.read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if re.match(r"^\| LU-\d+ \| `", line)]
+    listed = {(r[0].lstrip("| "), r[1].strip("`")) for r in rows}
+    corpus = {(e["id"], e["fix"][:10]) for e in recall.load_corpus(recall.CORPUS)}
+    assert listed == corpus, "re-run python3 tools/recall.py --lustre-git DIR --out DIR after changing the corpus"
+    caught = {kind: sum(1 for r in rows if r[3] == kind and r[9] == "yes") for kind in recall.KINDS}
+    total = {kind: sum(1 for r in rows if r[3] == kind) for kind in recall.KINDS}
+    assert (f"**Recall: {sum(caught.values())} / {len(rows)}** (build: {caught['build']} / {total['build']}, "
+            f"target: {caught['target']} / {total['target']}).") in text
+    # every miss says why
+    for r in rows:
+        assert r[9] == "yes" or r[10].strip(" |"), r
+
+
+def test_a_selection_that_applies_to_nothing_is_a_reason_not_a_verdict():
+    rep = {"iut": {"hello": {"capabilities": ["decode"]}},
+           "cases": [{"id": "structs.x.decode", "verdict": "not-applicable", "failed_requirements": [],
+                      "message": "the IUT did not declare capability 'structs'"}]}
+    assert recall.not_applied(rep) == ("no case of the selection applies to the IUT (its hello declares decode; the "
+                                       "cases say: the IUT did not declare capability 'structs'): not certified")
+    rep["cases"].append({"id": "framing.y.decode", "verdict": "pass", "failed_requirements": []})
+    assert recall.not_applied(rep) is None
+
+
+def test_the_compiled_code_ignores_where_the_tree_keeps_it(tmp_path):
+    def tree(name, line, uapi="struct a { int b; };\n", body="int f(void) { return 1; }"):
+        src, into = tmp_path / name / "src", tmp_path / name / "build"
+        (src / "lustre/include/uapi/linux/lustre").mkdir(parents=True)
+        (src / "lustre/include/uapi/linux/lustre/lustre_idl.h").write_text(uapi)
+        into.mkdir()
+        (into / "lustre_extract.c").write_text(
+            f"/*\n *   tree:    {src}\n *   version: {name}\n *   sha256 {name}  lustre/ptlrpc/pack_generic.c\n */\n"
+            f'#line {line} "lustre/ptlrpc/pack_generic.c"\n{body}\n#define LUSTRE_EXTRACT_VERSION "{name}"\n')
+        (into / "lustre_compat.h").write_text("#define LT_X 1\n")
+        return recall.compiled_code(src, into)
+    same = tree("parent", 100)
+    assert tree("fix", 107) == same                                  # a function moved down the file
+    assert tree("fix2", 100, body="int f(void) { return 2; }") != same
+    assert tree("fix3", 100, uapi="struct a { long b; };\n") != same  # a uapi header main.c includes
