@@ -133,7 +133,7 @@ def judge(events) -> dict[str, Finding]:
 
     xids: dict[int, _Request] = {}          # xid -> its first send
     state: dict[int, str] = {}              # xid -> open, answered, einprogress
-    einprogress: dict[tuple, _Request] = {}  # content -> the request answered -EINPROGRESS
+    einprogress: dict[tuple, int] = {}       # content -> XID answered -EINPROGRESS, not yet retried
     handle = 0                               # the export handle of the last successful connect reply
     conn_cnt: int | None = None              # pb_conn_cnt of the last connect sent
     committed = 0                            # the highest pb_last_committed delivered
@@ -158,14 +158,16 @@ def judge(events) -> dict[str, Finding]:
             retried = einprogress.pop(r.content, None)
             if retried is not None:
                 j.check("CLI-ERR-2", r.flags(MSG_RESENT), i,
-                        f"the retry of XID {retried.xid:#x} (answered -EINPROGRESS at exchange {retried.index}) "
-                        f"has a new XID but no MSG_RESENT (flags {body['pb_flags']:#x})")
+                        f"the retry of XID {retried:#x} (answered -EINPROGRESS) has a new XID but no "
+                        f"MSG_RESENT (flags {body['pb_flags']:#x})")
         elif first.content != r.content:
             j.fail("CLI-XID-1", i, f"a new request ({wire.TYPE_NAME.get(body['pb_type'], '?')} opc {r.opc}) "
                                    f"reuses XID {r.xid:#x} of the request sent at exchange {first.index}")
-        elif state[r.xid] == "einprogress":
+        elif einprogress.get(r.content) == r.xid:
+            del einprogress[r.content]
+            state[r.xid] = "open"               # sent again, it awaits a reply again
             j.fail("CLI-ERR-2", i, f"the retry after -EINPROGRESS keeps XID {r.xid:#x}: Lustre gives it a new one")
-        elif state[r.xid] == "answered" and not r.flags(MSG_REPLAY):
+        elif state[r.xid] != "open" and not r.flags(MSG_REPLAY):
             j.fail("CLI-XID-1", i, f"XID {r.xid:#x} was answered at or after exchange {first.index} "
                                    f"and is sent again without MSG_REPLAY")
         elif state[r.xid] == "open":
@@ -241,6 +243,7 @@ def judge(events) -> dict[str, Finding]:
             else:
                 j.fail("CLI-REPLAY-4", i, f"opc {r.opc} (flags {body['pb_flags']:#x}) is sent during replay, "
                                           f"before MSG_REQ_REPLAY_DONE | MSG_LOCK_REPLAY_DONE")
+                recovery = None             # the client has left its replay phase
         elif replay and recovery is None and not is_connect:
             j.fail("CLI-REPLAY-4", i, "MSG_REPLAY outside a recovery (after MSG_REQ_REPLAY_DONE or without "
                                       "a reconnect to a recovering target)")
@@ -251,11 +254,15 @@ def judge(events) -> dict[str, Finding]:
             continue
         rb = rep.body
         if rep.body["pb_type"] == wire.ERR and rep.status in RECOVERABLE and not is_connect:
-            must_reconnect = r                  # the XID stays open: it is resent after recovery
+            # the XID stays open: the request is resent after recovery.  A replay or the
+            # MSG_REQ_REPLAY_DONE ping (not sent in LUSTRE_IMP_FULL) is left to its own
+            # interpret callback, which is not judged here
+            if not r.flags(MSG_REPLAY) and not body["pb_flags"] & (REQ_REPLAY_DONE | LOCK_REPLAY_DONE):
+                must_reconnect = r
             continue
         if rep.status == EINPROGRESS:
             state[r.xid] = "einprogress"
-            einprogress[r.content] = r
+            einprogress[r.content] = r.xid
             continue
         state[r.xid] = "answered"
         committed = max(committed, rb["pb_last_committed"])
@@ -263,7 +270,9 @@ def judge(events) -> dict[str, Finding]:
             transnos[r.xid] = rb["pb_transno"]
         if is_connect and rb["pb_type"] == wire.REPLY and rep.status == 0 and rb["pb_handle"]:
             handle = rb["pb_handle"]
-            if restarted and rb["pb_op_flags"] & CONNECT_RECOVERING:
+            # a reconnect to a target that restarted begins the replay phase; one to a target
+            # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)
+            if restarted and recovery is None and rb["pb_op_flags"] & CONNECT_RECOVERING:
                 expected = {t for t in transnos.values() if t > committed}
                 recovery = {"committed": committed, "expected": expected, "replayed": set(), "last": 0}
                 restarted = False
