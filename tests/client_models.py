@@ -25,7 +25,6 @@ from ptlrpc_conformance.harness.ost.client import Client, ost_body
 from ptlrpc_conformance.harness.ost.steps import connect_cookie
 from ptlrpc_conformance.reference.target import Target, TargetConfig
 
-C = spec.constant
 TRIES = 8                 # bound of every retry loop
 FAULTS = ("drop-request", "drop-reply", "delay", "einprogress")
 
@@ -142,14 +141,13 @@ class ModelClient:
         self.replay = {x: r for x, r in self.replay.items() if r[2] > self.committed}
 
     # -- connecting and recovery -----------------------------------------------------------
-    def connect_count(self) -> None:
-        self.c.conn_cnt += 1
+    def connect_request(self) -> tuple[int, bytes]:
+        """The next connect attempt: one more in the count, the handle (or MSG_CONNECT_INITIAL)."""
+        return self.c.connect()
 
     def reconnect(self) -> None:
         for _ in range(TRIES):
-            self.connect_count()
-            op_flags = 0 if self.c.cookie else C("MSG_CONNECT_INITIAL")
-            xid, data = self.c.request("OST_CONNECT", self.c.connect_buffers(), op_flags=op_flags)
+            xid, data = self.connect_request()
             rep = self.net.send(xid, data)
             cookie = connect_cookie(rep)
             if cookie is None:
@@ -294,9 +292,10 @@ class KeepsConnCnt(ModelClient):
     """Counts its first connect only: every reconnect keeps pb_conn_cnt."""
     breaks = "CLI-CONN-2"
 
-    def connect_count(self):
-        if self.c.conn_cnt == 0:
-            self.c.conn_cnt = 2       # the count a target in recovery accepts (1 is refused -EALREADY)
+    def connect_request(self):
+        # from 2 on (a target in recovery refuses pb_conn_cnt 1 with -EALREADY), never counted again
+        self.c.conn_cnt = 1
+        return super().connect_request()
 
 
 class ReconnectsAsNew(ModelClient):
