@@ -155,3 +155,17 @@ def test_each_broken_client_is_killed_and_charged_to_its_own_requirement(broken)
         others += [(seed, rid) for rid in failed if rid != broken.breaks]
     assert killed, f"{broken.__name__} survives every seed"
     assert not others, f"{broken.__name__} is charged to other requirements: {others}"
+
+
+def test_after_its_own_disconnect_a_client_connects_as_new():
+    """ptlrpc_disconnect_import_end (an idle import's disconnect too) clears the handle: the
+    next connect is initial again, with a count above the last."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OST_DISCONNECT")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OST_DISCONNECT"))))
+    c.cookie = 0
+    xid, data = c.connect()
+    events.append(cj.Sent(xid, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    findings = cj.judge(events)
+    assert not failures(findings) and findings["CLI-CONN-1"].checked == 2
