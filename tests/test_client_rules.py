@@ -116,7 +116,7 @@ def test_replays_judged_against_the_transnos_the_replies_gave():
 def test_an_unreadable_request_names_its_exchange():
     _, events = connected()
     events.append(cj.Sent(9, b"\x00" * 12, None))
-    with pytest.raises(ValueError, match="exchange 1: the client's request is not a readable lustre_msg_v2"):
+    with pytest.raises(cj.UnreadableRequest, match="exchange 1: the client's request is not a readable lustre_msg_v2"):
         cj.judge(events)
 
 

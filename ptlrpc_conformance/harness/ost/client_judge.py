@@ -36,6 +36,11 @@ RULES = ("CLI-XID-1", "CLI-RESEND-1", "CLI-CONN-1", "CLI-CONN-2", "CLI-CONN-3", 
          "CLI-REPLAY-1", "CLI-REPLAY-2", "CLI-REPLAY-3", "CLI-REPLAY-4", "CLI-ERR-1", "CLI-ERR-2")
 
 
+class UnreadableRequest(ValueError):
+    """A request the suite's reader cannot read: the client's own failure, which whoever runs
+    the client reports as such (no CLI-* rule is about a message's framing)."""
+
+
 @dataclass(frozen=True)
 class Sent:
     """One request as the client sent it, and what reached the client back."""
@@ -116,7 +121,7 @@ def _read(events) -> list:
             continue
         msg, err = wire.try_parse(e.data, "request")
         if msg is None:
-            raise ValueError(f"exchange {i}: the client's request is not a readable lustre_msg_v2: {err}")
+            raise UnreadableRequest(f"exchange {i}: the client's request is not a readable lustre_msg_v2: {err}")
         rep = wire.try_parse(e.reply, "reply")[0] if e.reply is not None else None
         out.append(_Request(i, e.xid, msg, rep))
     return out
