@@ -169,3 +169,21 @@ def test_after_its_own_disconnect_a_client_connects_as_new():
     events.append(cj.Sent(xid, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
     findings = cj.judge(events)
     assert not failures(findings) and findings["CLI-CONN-1"].checked == 2
+
+
+def test_a_replay_under_a_new_xid_is_charged_to_cli_replay_1():
+    """ptlrpc_replay_req keeps rq_xid: a replay under an XID no answered request had is not
+    the replay of anything."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"])
+    events.append(cj.Sent(xid, data, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    events.append(cj.Restart())
+    x2, data = c.connect()
+    events.append(cj.Sent(x2, data, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECOVERING"),
+                                          last_committed=10, opc=wire.C("OST_CONNECT"))))
+    x3, data = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"], flags=cj.MSG_REPLAY, transno=11)
+    events.append(cj.Sent(x3, data, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    xid, data = c.request("OBD_PING", flags=cj.REQ_REPLAY_DONE | cj.LOCK_REPLAY_DONE)
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    assert failures(cj.judge(events)) == {"CLI-REPLAY-1": 4}      # the restart is exchange 2

@@ -242,6 +242,9 @@ def judge(events) -> dict[str, Finding]:
                     j.check("CLI-REPLAY-1", t == transnos[r.xid], i,
                             f"the replay of XID {r.xid:#x} carries transno {t:#x}, its reply gave "
                             f"{transnos[r.xid]:#x}")
+                else:
+                    j.fail("CLI-REPLAY-1", i, f"a replay under XID {r.xid:#x}, which no request answered with "
+                                              f"a transno had: a replay keeps its request's XID")
                 recovery["replayed"].add(t)
             elif done:
                 missing = sorted(recovery["expected"] - recovery["replayed"])
