@@ -29,12 +29,14 @@ def test_every_requirement_states_capability_and_kind_with_allowed_values():
 
 
 def test_the_fields_agree_with_each_other():
-    """A target's behaviour needs the target or restart capability, the protocol's own
-    requirement certifies none, an encoder's needs encode; only a decoder rule has a direction
-    or an errno class."""
+    """A target's behaviour needs the target or restart capability, a client's conduct the
+    client capability, the protocol's own requirement certifies none, an encoder's needs encode;
+    only a decoder rule has a direction or an errno class."""
     bad = []
     for r in registry.requirements().values():
         if (r.kind == "behaviour") != (r.capability in ("target", "restart")):
+            bad.append(f"{r.id}: kind {r.kind} with capability {r.capability}")
+        if (r.kind == "conduct") != (r.capability == "client"):
             bad.append(f"{r.id}: kind {r.kind} with capability {r.capability}")
         if (r.kind == "protocol") != (r.capability is None):
             bad.append(f"{r.id}: kind {r.kind} with capability {r.capability}")

@@ -16,10 +16,10 @@ from ptlrpc_conformance.harness.data import yamlcache
 CASE_ID = re.compile(r"^[a-z][a-z0-9_]*(\.[a-z0-9][a-z0-9_+-]*)+$")
 REQUIREMENT_ID = re.compile(r"^[A-Z][A-Z0-9]*(-[A-Z0-9]+)*-[0-9]+$")
 LEVELS = ("MUST", "SHOULD", "MAY")
-CAPABILITIES = ("decode", "encode", "structs", "target", "restart")    # the order they are named in
+CAPABILITIES = ("decode", "encode", "structs", "target", "restart", "client")    # the order they are named in
 DIRECTIONS = ("request", "reply")
 # what a requirement judges (its `kind`, explained in requirements.yaml's header and docs/ids.md)
-KINDS = ("acceptance", "content", "checksum", "valid", "encoding", "behaviour", "protocol")
+KINDS = ("acceptance", "content", "checksum", "valid", "encoding", "behaviour", "conduct", "protocol")
 # the kinds of a requirement about what a decoder reports, never about whether it accepts a message
 CONTENT_KINDS = ("content", "checksum", "valid")
 

@@ -1,0 +1,294 @@
+"""The client judge: a recorded conversation in, one finding per client rule out.
+
+A conversation is what the suite, playing the target, saw of one client (one node, one
+import): the requests it sent in order, each with the XID its LNet PUT carried (the match
+bits: PtlRPC's XID is not in the message) and what the client got back - the reply bytes
+delivered, or nothing (the request or its reply was dropped, delayed past the client's
+timeout, or lost to a reset) - and, between them, the target's restarts.  The judge is pure:
+no clock, no network, no target.  The rules are the CLI-* requirements of
+spec/requirements.yaml (docs/client-rules.md says where Lustre's client code states each).
+
+A finding is `pass` (the rule was checked at least once and held), `fail` (with the index of
+the first exchange that breaks it and why) or `not exercised` (nothing in the conversation
+let the rule be judged).  The first failure of a rule is kept; later ones are not searched.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.ost import wire
+
+C = spec.constant
+MSG_RESENT = C("MSG_RESENT")
+MSG_REPLAY = C("MSG_REPLAY")
+REQ_REPLAY_DONE = C("MSG_REQ_REPLAY_DONE")
+LOCK_REPLAY_DONE = C("MSG_LOCK_REPLAY_DONE")
+CONNECT_INITIAL = C("MSG_CONNECT_INITIAL")
+CONNECT_RECOVERING = C("MSG_CONNECT_RECOVERING")
+CONNECTS = (C("OST_CONNECT"), C("OST_DISCONNECT"))
+# ptlrpc_recoverable_error: the statuses after which the client reconnects and resends the
+# request with the same XID (ptlrpc_request_handle_notconn)
+RECOVERABLE = (-spec.errno_value("ENOTCONN"), -spec.errno_value("ENODEV"))
+EINPROGRESS = -spec.errno_value("EINPROGRESS")
+
+RULES = ("CLI-XID-1", "CLI-RESEND-1", "CLI-CONN-1", "CLI-CONN-2", "CLI-CONN-3", "CLI-LASTXID-1",
+         "CLI-REPLAY-1", "CLI-REPLAY-2", "CLI-REPLAY-3", "CLI-REPLAY-4", "CLI-ERR-1", "CLI-ERR-2")
+
+
+class UnreadableRequest(ValueError):
+    """A request the suite's reader cannot read: the client's own failure, which whoever runs
+    the client reports as such (no CLI-* rule is about a message's framing)."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One request as the client sent it, and what reached the client back."""
+    xid: int                      # the match bits of the request's LNet PUT
+    data: bytes                   # the lustre_msg_v2 the client sent
+    reply: bytes | None = None    # the reply delivered to the client; None: none reached it
+    fault: str = ""               # what the suite did ("", "drop-request", "drop-reply", "delay", "einprogress")
+
+
+@dataclass(frozen=True)
+class Restart:
+    """The target restarted with a new incarnation (uncommitted transactions lost)."""
+
+
+@dataclass
+class Finding:
+    requirement: str
+    verdict: str = "not exercised"        # pass, fail, not exercised
+    exchange: int | None = None           # index in the conversation of the first failure
+    why: str = ""
+    checked: int = 0
+
+    def describe(self) -> str:
+        where = f" at exchange {self.exchange}" if self.exchange is not None else ""
+        return f"{self.requirement}: {self.verdict}{where}" + (f": {self.why}" if self.why else "")
+
+
+@dataclass
+class _Request:
+    index: int
+    xid: int
+    msg: wire.Message
+    reply: wire.Message | None
+
+    @property
+    def opc(self) -> int:
+        return self.msg.body["pb_opc"]
+
+    @property
+    def content(self) -> tuple:
+        """What makes two sends the same request: the operation and its buffers after the
+        ptlrpc_body (the body's flags, counts and last XID change from send to send)."""
+        return (self.opc, tuple(self.msg.buffers[1:]))
+
+    def flags(self, bits: int) -> bool:
+        return self.msg.body["pb_flags"] & bits == bits
+
+
+@dataclass
+class _Judge:
+    findings: dict[str, Finding] = field(default_factory=lambda: {r: Finding(r) for r in RULES})
+
+    def ok(self, rid: str) -> None:
+        self.findings[rid].checked += 1
+
+    def fail(self, rid: str, index: int, why: str) -> None:
+        f = self.findings[rid]
+        f.checked += 1
+        if f.verdict != "fail":
+            f.verdict, f.exchange, f.why = "fail", index, why
+
+    def check(self, rid: str, holds: bool, index: int, why: str) -> None:
+        self.ok(rid) if holds else self.fail(rid, index, why)
+
+    def done(self) -> dict[str, Finding]:
+        for f in self.findings.values():
+            if f.verdict != "fail" and f.checked:
+                f.verdict = "pass"
+        return self.findings
+
+
+def _read(events) -> list:
+    """The events with every request and reply read by the suite's own reader."""
+    out = []
+    for i, e in enumerate(events):
+        if isinstance(e, Restart):
+            out.append(e)
+            continue
+        msg, err = wire.try_parse(e.data, "request")
+        if msg is None:
+            raise UnreadableRequest(f"exchange {i}: the client's request is not a readable lustre_msg_v2: {err}")
+        rep = wire.try_parse(e.reply, "reply")[0] if e.reply is not None else None
+        out.append(_Request(i, e.xid, msg, rep))
+    return out
+
+
+def judge(events) -> dict[str, Finding]:
+    """The findings of every client rule over a conversation (a sequence of Sent and Restart)."""
+    j = _Judge()
+    events = _read(events)
+    requests = [e for e in events if isinstance(e, _Request)]
+    later_xids = {}                        # xid -> index of its last send
+    for r in requests:
+        later_xids[r.xid] = r.index
+
+    xids: dict[int, _Request] = {}          # xid -> its first send
+    state: dict[int, str] = {}              # xid -> open, answered, einprogress
+    einprogress: dict[tuple, int] = {}       # content -> XID answered -EINPROGRESS, not yet retried
+    handle = 0                               # the export handle of the last successful connect reply
+    conn_cnt: int | None = None              # pb_conn_cnt of the last connect sent
+    committed = 0                            # the highest pb_last_committed delivered
+    transnos: dict[int, int] = {}            # xid -> transno its reply gave (uncommitted candidates)
+    restarted = False
+    recovery: dict | None = None             # the replay phase after a reconnect to a recovering target
+    must_reconnect: _Request | None = None   # an ERR -ENOTCONN/-ENODEV answered this request
+
+    for e in events:
+        if isinstance(e, Restart):
+            restarted = True
+            continue
+        r, body, i = e, e.msg.body, e.index
+        is_connect = r.opc == CONNECTS[0]
+
+        # -- CLI-XID-1, CLI-RESEND-1, CLI-ERR-2: what a send with a known XID may be
+        first = xids.get(r.xid)
+        if first is None:
+            xids[r.xid] = r
+            state[r.xid] = "open"
+            j.ok("CLI-XID-1")
+            retried = einprogress.pop(r.content, None)
+            if retried is not None:
+                j.check("CLI-ERR-2", r.flags(MSG_RESENT), i,
+                        f"the retry of XID {retried:#x} (answered -EINPROGRESS) has a new XID but no "
+                        f"MSG_RESENT (flags {body['pb_flags']:#x})")
+        elif first.content != r.content:
+            j.fail("CLI-XID-1", i, f"a new request ({wire.TYPE_NAME.get(body['pb_type'], '?')} opc {r.opc}) "
+                                   f"reuses XID {r.xid:#x} of the request sent at exchange {first.index}")
+        elif einprogress.get(r.content) == r.xid:
+            del einprogress[r.content]
+            state[r.xid] = "open"               # sent again, it awaits a reply again
+            j.fail("CLI-ERR-2", i, f"the retry after -EINPROGRESS keeps XID {r.xid:#x}: Lustre gives it a new one")
+        elif state[r.xid] != "open" and not r.flags(MSG_REPLAY):
+            j.fail("CLI-XID-1", i, f"XID {r.xid:#x} was answered at or after exchange {first.index} "
+                                   f"and is sent again without MSG_REPLAY")
+        elif state[r.xid] == "open":
+            j.check("CLI-RESEND-1", r.flags(MSG_RESENT), i,
+                    f"XID {r.xid:#x} (first sent at exchange {first.index}, no reply reached the client) "
+                    f"is sent again without MSG_RESENT (flags {body['pb_flags']:#x})")
+
+        # -- CLI-CONN-1, CLI-CONN-2, CLI-CONN-3: connects, their count and the export handle
+        if is_connect:
+            initial = bool(body["pb_op_flags"] & CONNECT_INITIAL)
+            if handle:
+                j.check("CLI-CONN-1", not initial and body["pb_handle"] == handle, i,
+                        f"a reconnect must carry the export handle {handle:#x} and no MSG_CONNECT_INITIAL; "
+                        f"it has pb_handle {body['pb_handle']:#x}, op_flags {body['pb_op_flags']:#x}")
+            else:
+                j.check("CLI-CONN-1", initial and body["pb_handle"] == 0, i,
+                        f"a first connect must carry MSG_CONNECT_INITIAL and no handle; it has pb_handle "
+                        f"{body['pb_handle']:#x}, op_flags {body['pb_op_flags']:#x}")
+            if conn_cnt is not None:
+                # one more per attempt; an attempt that failed before sending counted too
+                j.check("CLI-CONN-2", body["pb_conn_cnt"] > conn_cnt, i,
+                        f"the connect after one with pb_conn_cnt {conn_cnt} carries {body['pb_conn_cnt']}, "
+                        f"not more")
+            conn_cnt = body["pb_conn_cnt"]
+        elif conn_cnt is not None:
+            j.check("CLI-CONN-2", body["pb_conn_cnt"] == conn_cnt, i,
+                    f"pb_conn_cnt {body['pb_conn_cnt']} is not {conn_cnt}, the count of the last connect")
+            j.check("CLI-CONN-3", body["pb_handle"] == handle, i,
+                    f"pb_handle {body['pb_handle']:#x} is not the export handle {handle:#x} of the last connect reply")
+
+        if r.opc == CONNECTS[1]:
+            handle = 0                          # the disconnect clears the import's remote handle
+
+        # -- CLI-LASTXID-1: 0 on a connect; else below every XID still awaiting its reply
+        if r.opc in CONNECTS:
+            j.check("CLI-LASTXID-1", body["pb_last_xid"] == 0, i,
+                    f"a connect or disconnect carries pb_last_xid {body['pb_last_xid']:#x}, not 0")
+        else:
+            waiting = [x for x, s in state.items() if s == "open" and later_xids[x] > i or x == r.xid]
+            low = min(waiting)
+            j.check("CLI-LASTXID-1", body["pb_last_xid"] < low, i,
+                    f"pb_last_xid {body['pb_last_xid']:#x} is not below XID {low:#x}, which still awaits its reply")
+
+        # -- CLI-ERR-1: after ERR -ENOTCONN/-ENODEV the next request is a connect
+        if must_reconnect is not None:
+            j.check("CLI-ERR-1", is_connect, i,
+                    f"after ERR {must_reconnect.reply.status} to exchange {must_reconnect.index} the client "
+                    f"sends opc {r.opc} before reconnecting")
+            must_reconnect = None
+
+        # -- CLI-REPLAY-*: the replay phase after a reconnect to a recovering target
+        replay = r.flags(MSG_REPLAY)
+        if recovery is not None and not is_connect:
+            done = r.flags(REQ_REPLAY_DONE | LOCK_REPLAY_DONE)
+            if replay:
+                t = body["pb_transno"]
+                original = xids[r.xid] if r.xid in transnos else None
+                if t <= recovery["committed"]:
+                    j.fail("CLI-REPLAY-3", i, f"replays transno {t:#x}, which pb_last_committed "
+                                              f"{recovery['committed']:#x} covered")
+                else:
+                    j.ok("CLI-REPLAY-3")
+                    j.check("CLI-REPLAY-2", t >= recovery["last"], i,
+                            f"replays transno {t:#x} after transno {recovery['last']:#x}")
+                    recovery["last"] = max(recovery["last"], t)
+                if original is not None:
+                    j.check("CLI-REPLAY-1", t == transnos[r.xid], i,
+                            f"the replay of XID {r.xid:#x} carries transno {t:#x}, its reply gave "
+                            f"{transnos[r.xid]:#x}")
+                else:
+                    j.fail("CLI-REPLAY-1", i, f"a replay under XID {r.xid:#x}, which no request answered with "
+                                              f"a transno had: a replay keeps its request's XID")
+                recovery["replayed"].add(t)
+            elif done:
+                missing = sorted(recovery["expected"] - recovery["replayed"])
+                j.check("CLI-REPLAY-1", not missing, i,
+                        f"MSG_REQ_REPLAY_DONE without replaying transnos {[hex(t) for t in missing]}")
+                j.ok("CLI-REPLAY-4")
+                recovery = None
+            else:
+                j.fail("CLI-REPLAY-4", i, f"opc {r.opc} (flags {body['pb_flags']:#x}) is sent during replay, "
+                                          f"before MSG_REQ_REPLAY_DONE | MSG_LOCK_REPLAY_DONE")
+                recovery = None             # the client has left its replay phase
+        elif replay and recovery is None and not is_connect:
+            j.fail("CLI-REPLAY-4", i, "MSG_REPLAY outside a recovery (after MSG_REQ_REPLAY_DONE or without "
+                                      "a reconnect to a recovering target)")
+
+        # -- what came back
+        rep = r.reply
+        if rep is None:
+            continue
+        rb = rep.body
+        if rep.body["pb_type"] == wire.ERR and rep.status in RECOVERABLE and not is_connect:
+            # the XID stays open: the request is resent after recovery.  A replay or the
+            # MSG_REQ_REPLAY_DONE ping (not sent in LUSTRE_IMP_FULL) is left to its own
+            # interpret callback, which is not judged here
+            if not r.flags(MSG_REPLAY) and not body["pb_flags"] & (REQ_REPLAY_DONE | LOCK_REPLAY_DONE):
+                must_reconnect = r
+            continue
+        if rep.status == EINPROGRESS:
+            state[r.xid] = "einprogress"
+            einprogress[r.content] = r.xid
+            continue
+        state[r.xid] = "answered"
+        committed = max(committed, rb["pb_last_committed"])
+        if rb["pb_transno"] and not replay:
+            transnos[r.xid] = rb["pb_transno"]
+        if is_connect and rb["pb_type"] == wire.REPLY and rep.status == 0 and rb["pb_handle"]:
+            handle = rb["pb_handle"]
+            # a reconnect to a target that restarted begins the replay phase; one to a target
+            # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)
+            if restarted and recovery is None and rb["pb_op_flags"] & CONNECT_RECOVERING:
+                expected = {t for t in transnos.values() if t > committed}
+                recovery = {"committed": committed, "expected": expected, "replayed": set(), "last": 0}
+                restarted = False
+    if recovery is not None:
+        j.fail("CLI-REPLAY-4", len(events) - 1, "the conversation ends in replay: no MSG_REQ_REPLAY_DONE "
+                                                "| MSG_LOCK_REPLAY_DONE was sent")
+    return j.done()

@@ -1,0 +1,189 @@
+"""The client rules (CLI-* requirements, docs/client-rules.md) and their judge
+(harness/ost/client_judge.py): hand-written conversations judged as the rules say; the suite's
+model client passes every rule at several seeds; each broken client of the zoo is killed and
+charged to its own requirement, and to no other."""
+import pytest
+
+from client_models import ZOO, ModelClient, converse
+from ptlrpc_conformance.harness.data import registry
+from ptlrpc_conformance.harness.ost import client_judge as cj, wire
+from ptlrpc_conformance.harness.ost.client import Client
+
+SEEDS = range(8)
+CONNECT_REPLY_FLAGS = wire.C("MSG_CONNECT_REPLAYABLE")
+
+
+def failures(findings) -> dict[str, int]:
+    return {rid: f.exchange for rid, f in findings.items() if f.verdict == "fail"}
+
+
+def test_the_judge_rules_are_the_client_requirements():
+    reqs = registry.requirements()
+    client = [r for r in reqs.values() if r.capability == "client"]
+    assert {r.id for r in client} == set(cj.RULES)
+    assert all(r.kind == "conduct" and r.cite and r.level == "MUST" for r in client)
+
+
+# ---- hand-written conversations ---------------------------------------------------------
+def reply(pb_type=wire.REPLY, status=0, handle=0, op_flags=0, transno=0, last_committed=0, opc=0) -> bytes:
+    return wire.pack_message([wire.pack_body({
+        "pb_type": pb_type, "pb_status": status, "pb_handle": handle, "pb_op_flags": op_flags,
+        "pb_transno": transno, "pb_last_committed": last_committed, "pb_opc": opc,
+        "pb_version": wire.C("PTLRPC_MSG_VERSION")})])
+
+
+COOKIE = 0xC00C1E
+
+
+def connected() -> tuple[Client, list]:
+    c = Client("hand", handle=7)
+    xid, data = c.connect()
+    return c, [cj.Sent(xid, data, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT")))]
+
+
+def lost_ping_then_resent(resent_flag: int) -> list:
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OBD_PING")
+    events.append(cj.Sent(xid, data, None, "drop-reply"))
+    c.unreplied.add(xid)
+    x2, again = c.connect()
+    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    _, resend = c.request("OBD_PING", xid=xid, flags=resent_flag)
+    events.append(cj.Sent(xid, resend, reply(opc=wire.C("OBD_PING"))))
+    return events
+
+
+def test_a_resend_after_a_lost_reply_with_msg_resent_passes():
+    findings = cj.judge(lost_ping_then_resent(cj.MSG_RESENT))
+    assert not failures(findings)
+    assert {rid for rid, f in findings.items() if f.verdict == "pass"} == {
+        "CLI-XID-1", "CLI-RESEND-1", "CLI-CONN-1", "CLI-CONN-2", "CLI-CONN-3", "CLI-LASTXID-1"}
+    assert findings["CLI-REPLAY-1"].verdict == "not exercised"
+
+
+def test_a_resend_without_msg_resent_is_charged_to_cli_resend_1():
+    findings = cj.judge(lost_ping_then_resent(0))
+    assert failures(findings) == {"CLI-RESEND-1": 3}
+    assert "without MSG_RESENT" in findings["CLI-RESEND-1"].why
+
+
+def test_a_new_request_with_an_answered_xid_is_charged_to_cli_xid_1():
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OBD_PING")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    _, again = c.request("OBD_PING", xid=xid)
+    events.append(cj.Sent(xid, again, reply(opc=wire.C("OBD_PING"))))
+    assert failures(cj.judge(events)) == {"CLI-XID-1": 2}
+
+
+def test_a_reconnect_that_keeps_the_count_is_charged_to_cli_conn_2():
+    c, events = connected()
+    c.cookie = COOKIE
+    c.conn_cnt -= 1                     # the next connect() counts it back to the same value
+    xid, data = c.connect()
+    events.append(cj.Sent(xid, data, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    assert failures(cj.judge(events)) == {"CLI-CONN-2": 1}
+
+
+def test_replays_judged_against_the_transnos_the_replies_gave():
+    """Two creates answered with transnos 11 and 12, pb_last_committed 10; a restart; a
+    reconnect answered MSG_CONNECT_RECOVERING; replays of 12 then 11 (out of order), then
+    the REPLAY_DONE ping."""
+    c, events = connected()
+    c.cookie = COOKIE
+    sent = []
+    for transno in (11, 12):
+        xid, data = c.request("OST_CREATE", [b"\0" * 8 + bytes([transno])])
+        events.append(cj.Sent(xid, data, reply(transno=transno, last_committed=10, opc=wire.C("OST_CREATE"))))
+        sent.append((xid, transno))
+    events.append(cj.Restart())
+    xid, data = c.connect()
+    events.append(cj.Sent(xid, data, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECOVERING"),
+                                           last_committed=10, opc=wire.C("OST_CONNECT"))))
+    for x, transno in reversed(sent):
+        _, data = c.request("OST_CREATE", [b"\0" * 8 + bytes([transno])], xid=x, flags=cj.MSG_REPLAY, transno=transno)
+        events.append(cj.Sent(x, data, reply(transno=transno, last_committed=10, opc=wire.C("OST_CREATE"))))
+    xid, data = c.request("OBD_PING", flags=cj.REQ_REPLAY_DONE | cj.LOCK_REPLAY_DONE)
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    findings = cj.judge(events)
+    assert failures(findings) == {"CLI-REPLAY-2": 6}
+    assert findings["CLI-REPLAY-1"].verdict == findings["CLI-REPLAY-3"].verdict == findings["CLI-REPLAY-4"].verdict == "pass"
+
+
+def test_an_unreadable_request_names_its_exchange():
+    _, events = connected()
+    events.append(cj.Sent(9, b"\x00" * 12, None))
+    with pytest.raises(cj.UnreadableRequest, match="exchange 1: the client's request is not a readable lustre_msg_v2"):
+        cj.judge(events)
+
+
+# ---- the model client and the zoo -------------------------------------------------------
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_model_client_passes_every_rule(seed):
+    findings = cj.judge(converse(ModelClient, seed))
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+
+
+def test_the_model_client_exercises_every_rule_over_the_seeds():
+    passed = set()
+    for seed in SEEDS:
+        passed |= {rid for rid, f in cj.judge(converse(ModelClient, seed)).items() if f.verdict == "pass"}
+    assert passed == set(cj.RULES)
+
+
+def test_without_faults_the_conversation_has_no_resend_and_no_replay():
+    findings = cj.judge(converse(ModelClient, 0, faults=False))
+    assert not failures(findings)
+    assert {rid for rid, f in findings.items() if f.verdict == "not exercised"} >= {
+        "CLI-RESEND-1", "CLI-REPLAY-1", "CLI-REPLAY-2", "CLI-REPLAY-3", "CLI-REPLAY-4", "CLI-ERR-1", "CLI-ERR-2"}
+
+
+def test_the_zoo_breaks_every_client_requirement_once():
+    assert sorted(b.breaks for b in ZOO) == sorted(cj.RULES)
+
+
+@pytest.mark.parametrize("broken", ZOO, ids=lambda b: b.__name__)
+def test_each_broken_client_is_killed_and_charged_to_its_own_requirement(broken):
+    killed, others = [], []
+    for seed in SEEDS:
+        failed = failures(cj.judge(converse(broken, seed)))
+        if broken.breaks in failed:
+            killed.append(seed)
+        others += [(seed, rid) for rid in failed if rid != broken.breaks]
+    assert killed, f"{broken.__name__} survives every seed"
+    assert not others, f"{broken.__name__} is charged to other requirements: {others}"
+
+
+def test_after_its_own_disconnect_a_client_connects_as_new():
+    """ptlrpc_disconnect_import_end (an idle import's disconnect too) clears the handle: the
+    next connect is initial again, with a count above the last."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OST_DISCONNECT")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OST_DISCONNECT"))))
+    c.cookie = 0
+    xid, data = c.connect()
+    events.append(cj.Sent(xid, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    findings = cj.judge(events)
+    assert not failures(findings) and findings["CLI-CONN-1"].checked == 2
+
+
+def test_a_replay_under_a_new_xid_is_charged_to_cli_replay_1():
+    """ptlrpc_replay_req keeps rq_xid: a replay under an XID no answered request had is not
+    the replay of anything."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"])
+    events.append(cj.Sent(xid, data, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    events.append(cj.Restart())
+    x2, data = c.connect()
+    events.append(cj.Sent(x2, data, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECOVERING"),
+                                          last_committed=10, opc=wire.C("OST_CONNECT"))))
+    x3, data = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"], flags=cj.MSG_REPLAY, transno=11)
+    events.append(cj.Sent(x3, data, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    xid, data = c.request("OBD_PING", flags=cj.REQ_REPLAY_DONE | cj.LOCK_REPLAY_DONE)
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    assert failures(cj.judge(events)) == {"CLI-REPLAY-1": 4}      # the restart is exchange 2
