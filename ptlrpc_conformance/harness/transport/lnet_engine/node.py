@@ -263,9 +263,11 @@ class Connection:
                 self._fail(Outcome("reset", f"sending: {exc.__class__.__name__}: {exc}"))
         return self.failure if self.failure is not None else None
 
-    def _header(self, msg_type: int, payload_length: int, dest: tuple[Nid, int] | None = None, **variant) -> LnetHeader:
+    def _header(self, msg_type: int, payload_length: int, dest: tuple[Nid, int] | None = None,
+                src_pid: int | None = None, **variant) -> LnetHeader:
         nid, pid = dest if dest is not None else (self.peer_nid, self.peer_pid)
-        return LnetHeader(msg_type, nid, self.node.nid, pid, self.node.pid, payload_length, **variant)
+        return LnetHeader(msg_type, nid, self.node.nid, pid, self.node.pid if src_pid is None else src_pid,
+                          payload_length, **variant)
 
     def _send_lnet(self, header: LnetHeader, payload: bytes = b"") -> Outcome | None:
         return self._send(KsockHeader(C["KSOCK_MSG_LNET"]), header, payload)
@@ -332,21 +334,22 @@ class Connection:
 
     def exchange(self, portal: int, match_bits: int, payload: bytes, *, reply_portal: int, at: bool = True,
                  timeout: float = 5.0, max_wait: float | None = None,
-                 renew: Callable[[Message], float] | None = None) -> Outcome:
+                 renew: Callable[[Message], float] | None = None, src_pid: int | None = None) -> Outcome:
         """PUT `payload` to `portal` with `match_bits` and wait for the PUT that answers it on
         `reply_portal` with the same match bits.  With `at` (the request asked for adaptive
         timeouts), a reply at offset 0 is an early one: it is kept, and the wait starts again
         (`renew(early)` seconds, by default `timeout`); the first reply at another offset, or
         any reply without `at`, is the final one.  The whole wait never exceeds `max_wait`
-        (default 10 x `timeout`)."""
-        key = (reply_portal, match_bits)
+        (default 10 x `timeout`).  `src_pid`: the process of this node that sends it (default the
+        node's): only a reply to that pid answers it, so processes may use the same match bits."""
+        key = (reply_portal, match_bits) if src_pid is None else (reply_portal, match_bits, src_pid)
         waiter = self._register(key)
         if isinstance(waiter, Outcome):
             return waiter
         early: list[Message] = []
         try:
-            failed = self._send_lnet(self._header(C["LNET_MSG_PUT"], len(payload), match_bits=match_bits,
-                                                  portal=portal), payload)
+            failed = self._send_lnet(self._header(C["LNET_MSG_PUT"], len(payload), src_pid=src_pid,
+                                                  match_bits=match_bits, portal=portal), payload)
             if failed is not None:
                 return failed
             start = time.monotonic()
@@ -442,7 +445,7 @@ class Connection:
                 waiter.offer(msg)
             return
         with self._lock:
-            waiter = self._waiters.get((h.portal, h.match_bits))
+            waiter = self._waiters.get((h.portal, h.match_bits, h.dest_pid)) or self._waiters.get((h.portal, h.match_bits))
         if waiter is None and self._handler is None:
             self.unmatched.append(msg)              # nobody waits: dropped, no ACK (lnet_parse_put)
             return
@@ -482,6 +485,7 @@ class Node:
     handshake_timeout: float = float(C["ACCEPT_TIMEOUT"])
     send_timeout: float = 10.0        # a send the peer does not take within this is a timeout
     stall_timeout: float = 10.0       # a message begun must go on arriving without a longer gap
+    tap: object = None                # a capture/tap.py PcapTap: every connection's bytes recorded
 
     def __post_init__(self):
         if isinstance(self.nid, str):
@@ -519,7 +523,7 @@ class Node:
         dialled = _dial(host, port, source, privileged, self.handshake_timeout)
         if isinstance(dialled, Outcome):
             return dialled, None
-        sock = dialled
+        sock = dialled if self.tap is None else self.tap.wrap(dialled)
         try:
             hello = Hello(version, self.nid, peer, self.pid, C["LNET_PID_LUSTRE"], self.incarnation, 0,
                           C["SOCKLND_CONN_CONTROL"])
@@ -648,6 +652,8 @@ class Listener:
                 sock, peer = self._sock.accept()
             except OSError:
                 continue
+            if self.node.tap is not None:
+                sock = self.node.tap.wrap(sock, server_side=True)
             with self._lock:
                 live = [c for c in self.connections if c.alive]
                 self.connections = live
