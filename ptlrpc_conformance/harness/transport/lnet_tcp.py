@@ -64,6 +64,7 @@ REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
 C = spec.constant
 RETRIES = 2                       # connection attempts after the first, per link (bounded)
 DEFAULT_DROP = 5.0
+SETTLE = 0.05                     # seconds a reply sent before the last one may lag behind it
 PID_COUNTER_BITS = 20             # the pid: USERFLAG | worker << 20 | a counter
 OPTIONS = ("target", "port", "index", "mode", "drop", "srcport", "control", "restart")
 
@@ -155,6 +156,7 @@ class _Client:
     pid: int
     cookie: int = 0                 # pb_handle of its export, once a connect succeeded
     link: object = None             # its connection (srcport=any), else the adapter's one
+    port: int = 0                   # srcport=any: the source port of its connection (its identity)
 
 
 @dataclass
@@ -207,7 +209,7 @@ class LnetTcpAdapter(Adapter):
             addr = s.getsockname()[0]
         return Nid.ip(addr, net=self.live.nid.net, lnd=self.live.nid.lnd)
 
-    def _connect(self, pid: int):
+    def _connect(self, pid: int, source_port: int = 0):
         """A connection from a node of process id `pid` (srcport=any: one per client) or the
         adapter's one node; the Connection, or raises IUTStartError / returns an Outcome."""
         if self.live.privileged and self._node is not None:
@@ -219,7 +221,10 @@ class LnetTcpAdapter(Adapter):
                 self._node = node
         try:
             out = node.connect(self.live.host, self.live.nid, self.live.port, privileged=self.live.privileged,
-                               retries=RETRIES, handler=self._unwaited)
+                               retries=RETRIES, handler=self._unwaited, source_port=source_port)
+            if not out.ok and source_port:      # its old port is taken: a new identity
+                out = node.connect(self.live.host, self.live.nid, self.live.port, privileged=False,
+                                   retries=RETRIES, handler=self._unwaited)
         except LnetSetupError as e:
             raise IUTStartError(f"{self.description}: {e}") from None
         if out.ok and out.connection not in self._links:
@@ -370,17 +375,24 @@ class LnetTcpAdapter(Adapter):
             return Outcome.timeout(f"{len(out.early)} early replies, then no final reply: {out.detail}")
         else:
             return Outcome.crash(f"the LNet connection: {out.kind}: {out.detail}")
-        result["replies"] = self._deferred()
+        result["replies"] = self._deferred(settle=True)
         return Outcome("ok", result=result)
 
     def _link(self, c: _Client):
         link = c.link if not self.live.privileged else (self._links[-1] if self._links else None)
         if link is not None and link.alive:
             return link
-        out = self._connect(c.pid)
+        # srcport=any: an accept=all server names the client by its source port, so a client
+        # reconnects (after a restart dropped its connection) from the port it had
+        out = self._connect(c.pid, c.port)
         if not out.ok:
             return out
         c.link = out.connection
+        if not self.live.privileged:
+            try:
+                c.port = out.connection._sock.getsockname()[1]
+            except OSError:
+                c.port = 0
         return out.connection
 
     def _src_pid(self, c: _Client) -> int | None:
@@ -410,8 +422,14 @@ class LnetTcpAdapter(Adapter):
         elif opc == C("OST_DISCONNECT"):
             c.cookie = 0
 
-    def _deferred(self) -> list[dict]:
-        """The replies that arrived for requests taken as dropped: deferred replies (protocol §2.4)."""
+    def _deferred(self, settle: bool = False) -> list[dict]:
+        """The replies that arrived for requests taken as dropped: deferred replies (protocol §2.4).
+        With `settle`, while such requests wait, a moment (SETTLE) for replies sent before the
+        last one but still in a connection's reader (another connection's, with srcport=any)."""
+        if settle and self._dropped:
+            deadline = time.monotonic() + SETTLE
+            while time.monotonic() < deadline and not any(k in self._dropped for k in list(self._arrived)):
+                time.sleep(0.002)
         out = []
         with self._lock:
             for key in [k for k in self._arrived if k in self._dropped]:

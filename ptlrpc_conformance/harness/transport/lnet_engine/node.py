@@ -495,7 +495,7 @@ class Node:
 
     def connect(self, host: str, peer_nid: Nid | str, port: int = C["ACCEPT_PORT"], *, privileged: bool = True,
                 retries: int = 3, version: int | None = None,
-                handler: Callable[[Connection, Message], None] | None = None) -> Outcome:
+                handler: Callable[[Connection, Message], None] | None = None, source_port: int = 0) -> Outcome:
         """Connect to the node `peer_nid` at host:port (one CONTROL connection per peer: an
         open one is returned as it is).  `connected` with the connection, or the fault met."""
         peer = Nid.parse(peer_nid) if isinstance(peer_nid, str) else peer_nid
@@ -506,7 +506,7 @@ class Node:
         if version is None:
             version = C["KSOCK_PROTO_V3"] if peer.is_nid4 and self.nid.is_nid4 else C["KSOCK_PROTO_V4"]
         for attempt in range(max(0, retries) + 1):
-            outcome, retry_version = self._connect_once(host, port, peer, privileged, version, handler)
+            outcome, retry_version = self._connect_once(host, port, peer, privileged, version, handler, source_port)
             if retry_version is None:
                 if outcome.ok:
                     with self._lock:
@@ -516,11 +516,12 @@ class Node:
             time.sleep(min(0.05 * (attempt + 1), 0.5))
         return Outcome("refused", f"{host}:{port} answered every hello with type NONE ({retries + 1} attempts)")
 
-    def _connect_once(self, host, port, peer: Nid, privileged, version, handler) -> tuple[Outcome, int | None]:
+    def _connect_once(self, host, port, peer: Nid, privileged, version, handler,
+                      source_port: int = 0) -> tuple[Outcome, int | None]:
         """One attempt: its outcome, and the version to retry with when answered NONE."""
         deadline = time.monotonic() + self.handshake_timeout
         source = str(ipaddress.ip_address(self.nid.addr))   # from the node's own address, as lnet_connect does
-        dialled = _dial(host, port, source, privileged, self.handshake_timeout)
+        dialled = _dial(host, port, source, privileged, self.handshake_timeout, source_port)
         if isinstance(dialled, Outcome):
             return dialled, None
         sock = dialled if self.tap is None else self.tap.wrap(dialled)
@@ -557,7 +558,8 @@ class Node:
             c.close()
 
 
-def _dial(host: str, port: int, source: str, privileged: bool, timeout: float) -> "socket.socket | Outcome":
+def _dial(host: str, port: int, source: str, privileged: bool, timeout: float,
+          source_port: int = 0) -> "socket.socket | Outcome":
     """A TCP connection to host:port from the address `source` and a privileged port (1023 down
     to 512, as acceptor.c: lnet_connect scans; a port in use is passed by), or any port."""
     try:
@@ -565,7 +567,7 @@ def _dial(host: str, port: int, source: str, privileged: bool, timeout: float) -
     except ValueError:
         return Outcome("refused", f"{host!r} is not an IP address (a NID's address is dialled, never a name)")
     ports = (range(C["LNET_ACCEPTOR_MAX_RESERVED_PORT"], C["LNET_ACCEPTOR_MIN_RESERVED_PORT"] - 1, -1)
-             if privileged else (0,))
+             if privileged else (source_port,))     # unprivileged: that port (a user-space peer's identity) or any
     denied = None
     for p in ports:
         sock = socket.socket(family, socket.SOCK_STREAM)
