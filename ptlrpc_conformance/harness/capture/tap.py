@@ -93,8 +93,9 @@ class TappedSocket:
         tap._writer.connections[id(self)] = conn     # closed with the file if not before
 
     def sendall(self, data) -> None:
-        self._sock.sendall(data)
+        # written first: the answer can arrive (and be written by the reader) before sendall returns
         self._tap._write(self._conn, self._from_us, bytes(data))
+        self._sock.sendall(data)
 
     def send(self, data) -> int:
         n = self._sock.send(data)
