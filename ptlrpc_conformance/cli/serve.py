@@ -30,6 +30,8 @@ def cmd_serve(argv: list[str]) -> int:
                         "restart, end_recovery, stop)")
     p.add_argument("--control-port", type=int, metavar="PORT",
                    help="the same on a TCP port of 127.0.0.1 (0: any free port, printed at start)")
+    p.add_argument("--pcap", metavar="FILE", help="record every byte of every LNet connection in FILE, as TCP/IPv4 "
+                                                  "frames (the server's port written as 988), for check-trace and Wireshark")
     options.add_arguments(p, options.command_options("decode"))      # --iut and --iut-timeout
     args = p.parse_args(argv)
     try:
@@ -51,6 +53,9 @@ def cmd_serve(argv: list[str]) -> int:
             return EXIT_IUT
         try:
             server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr)
+            if args.pcap:
+                from ptlrpc_conformance.harness.capture.tap import PcapTap
+                server.node.tap = PcapTap(args.pcap)         # every connection the listener accepts
             control = None
             if args.control or args.control_port is not None:
                 control = lnet_serve.ControlSocket(server, path=args.control, port=args.control_port)
@@ -78,5 +83,7 @@ def _run(server, control, iut: str) -> int:
         server.close()
         if control is not None:
             control.close()
+        if server.node.tap is not None:
+            server.node.tap.close()
     print("serve: stopped", file=sys.stderr, flush=True)
     return EXIT_OK
