@@ -557,6 +557,8 @@ def _version(ocd_version: int) -> str:
 # -- every export disconnected at exit and on SIGTERM --------------------------------------
 
 _OPEN: list[LnetTcpAdapter] = []
+_SAVED: list = []                 # the SIGTERM handler replaced while adapters are open
+_AT_EXIT: list = []               # [True] once _close_all is registered
 
 
 def _close_all() -> None:
@@ -569,17 +571,23 @@ def _on_sigterm(signum, frame):
 
 
 def _guard(adapter: LnetTcpAdapter) -> None:
+    """While an adapter is open: at exit it is closed, and a SIGTERM ends the run as Ctrl-C
+    does (unless the program handles SIGTERM itself), so its exports are disconnected."""
     if not _OPEN:
-        atexit.register(_close_all)
+        if not _AT_EXIT:
+            _AT_EXIT.append(atexit.register(_close_all))
         if threading.current_thread() is threading.main_thread() \
                 and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, _on_sigterm)
+            _SAVED.append(signal.signal(signal.SIGTERM, _on_sigterm))
     _OPEN.append(adapter)
 
 
 def _unguard(adapter: LnetTcpAdapter) -> None:
     if adapter in _OPEN:
         _OPEN.remove(adapter)
+    if not _OPEN and _SAVED and threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+        signal.signal(signal.SIGTERM, _SAVED.pop() or signal.SIG_DFL)
 
 
 def make(text: str, timeout: float, scratch_target: str | None = None, pcap: str | None = None) -> LnetTcpAdapter:
