@@ -54,7 +54,7 @@ def cmd_serve(argv: list[str]) -> int:
         try:
             server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr)
             if args.pcap:
-                from ptlrpc_conformance.harness.capture.tap import PcapTap
+                from ptlrpc_conformance.harness.transport.lnet_engine.tap import PcapTap
                 server.node.tap = PcapTap(args.pcap)         # every connection the listener accepts
             control = None
             if args.control or args.control_port is not None:

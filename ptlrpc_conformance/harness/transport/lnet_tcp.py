@@ -36,7 +36,7 @@ exports of the last one disconnected, new UUIDs and pids.
 Safety is the transport's (live_safety.py, spec/target.yaml `live`): a request the mode does
 not allow raises NotApplicable before a byte is sent.  Every export is disconnected on close,
 at exit and on SIGTERM; the UUIDs used are printed with the command that evicts leftovers.
-Every connection's bytes go to a pcap (capture/tap.py) when `pcap` is given.
+Every connection's bytes go to a pcap (lnet_engine/tap.py) when `pcap` is given.
 """
 from __future__ import annotations
 
@@ -250,7 +250,7 @@ class LnetTcpAdapter(Adapter):
 
     def _start(self) -> Hello:
         if self.pcap:
-            from ptlrpc_conformance.harness.capture.tap import PcapTap
+            from ptlrpc_conformance.harness.transport.lnet_engine.tap import PcapTap
             try:
                 self.tap = PcapTap(self.pcap)
             except OSError as e:

@@ -485,7 +485,7 @@ class Node:
     handshake_timeout: float = float(C["ACCEPT_TIMEOUT"])
     send_timeout: float = 10.0        # a send the peer does not take within this is a timeout
     stall_timeout: float = 10.0       # a message begun must go on arriving without a longer gap
-    tap: object = None                # a capture/tap.py PcapTap: every connection's bytes recorded
+    tap: object = None                # a tap.py PcapTap: every byte of every connection recorded
 
     def __post_init__(self):
         if isinstance(self.nid, str):
