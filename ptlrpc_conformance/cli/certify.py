@@ -56,6 +56,9 @@ def _input_problems(args) -> list[str]:
     from ptlrpc_conformance.harness.outputs import gate
     problems += gate.file_problems(args.known_failures, args.update_known_failures)
     problems += options.requirement_ids(args.requirement, "--requirement")
+    if (args.iut or "").startswith("lnet-tcp:") and "control=" in args.iut and args.jobs not in (None, "0", "1"):
+        problems.append(f"--iut {args.iut!r} with -n {args.jobs}: control= resets one served target, which the "
+                        "workers would share; run without -n")
     return problems
 
 

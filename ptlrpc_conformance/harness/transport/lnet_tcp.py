@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import json
 import os
 import shlex
 import signal
@@ -255,6 +256,11 @@ class LnetTcpAdapter(Adapter):
                 self.tap = PcapTap(self.pcap)
             except OSError as e:
                 raise IUTStartError(f"{self.description}: cannot write the pcap {self.pcap}: {e}") from None
+        if self.live.control and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) > 1:
+            # one served target for every worker: one worker's reset or restart would pull the
+            # state from under another's case
+            raise IUTStartError(f"{self.description}: control= resets one served target, which parallel workers "
+                                "would share: run without -n, or give each worker a serve of its own")
         _guard(self)
         try:
             return self._preflight()
@@ -317,7 +323,15 @@ class LnetTcpAdapter(Adapter):
     # -- the protocol's operations --------------------------------------------------------
 
     def _exchange(self, requests: list[dict]) -> list[Outcome]:
-        return [self._one(r) for r in requests]
+        out = []
+        for r in requests:
+            if self.io_log is not None:
+                self.log(">", json.dumps(r))
+            o = self._one(r)
+            if self.io_log is not None:
+                self.log("<", json.dumps({"kind": o.kind, "result": o.result, "error": o.error, "detail": o.detail}))
+            out.append(o)
+        return out
 
     def _one(self, request: dict) -> Outcome:
         op = request.get("op")
