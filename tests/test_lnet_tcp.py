@@ -355,3 +355,34 @@ def test_exports_disconnected_on_sigterm(served):
     disconnected = {who for who, opc, _ in s.rec.seen if opc == C("OST_DISCONNECT")}
     assert len(connected) == 3 and connected == disconnected, s.rec.seen    # the preflight's, c1's, c2's
     assert "evict_client" in err and "-0g1-c1" in err
+
+
+def test_serve_records_a_pcap(tmp_path):
+    """serve --pcap FILE: the server's side of every connection, readable as a capture."""
+    capture = tmp_path / "serve.pcap"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    proc = subprocess.Popen([sys.executable, "-m", "ptlrpc_conformance", "serve", "--listen", "127.0.0.1:0",
+                             "--accept-all", "--control-port", "0", "--iut", "reference", "--pcap", str(capture)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], WAIT)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith("serving "), proc.stderr.read()
+        port = int(line.split(" on ")[1].split(",")[0].rsplit(":", 1)[1])
+        control = line.rstrip().rsplit("control ", 1)[1]
+        s = types.SimpleNamespace(port=port)
+        with load_adapter(live_spec(s), timeout=10) as adapter:
+            c = Client("c1", handle=0x1000)
+            assert reply_of(exchange(adapter, c, c.connect())).status == 0
+        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
+        assert control_call(control, "stop")["ok"]
+        proc.wait(timeout=WAIT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records = pcap.read_pcap(capture)
+    opcodes = [live_safety.parse(r["request"]).body("pb_opc") for r in records]
+    # the preflight (connect, statfs, disconnect), then c1's connect and its disconnect at close
+    assert opcodes == [C("OST_CONNECT"), C("OST_STATFS"), C("OST_DISCONNECT"), C("OST_CONNECT"), C("OST_DISCONNECT")]
+    assert all(r["reply"] is not None for r in records)
