@@ -29,8 +29,8 @@ client's pid), so two clients may use one XID.  The XIDs are the cases' own (the
 pb_last_xid, which the target checks against the XID): within one export the suite's client
 numbers them upwards, and every (generation, client) is a new export and a new pid, across
 xdist workers too (the worker's number is in the pid and the UUID).  The requests the adapter
-writes itself (preflight, disconnects) take XIDs from `_xids`, which start at the worker's
-number in bits 48 and up.  `reset` is the control socket's, else a new generation: the
+writes itself (preflight, disconnects) take XIDs from `_xids`: 0x7F in the top byte (far above
+any case's), the worker's number from bit 40.  `reset` is the control socket's, else a new generation: the
 exports of the last one disconnected, new UUIDs and pids.
 
 Safety is the transport's (live_safety.py, spec/target.yaml `live`): a request the mode does
@@ -44,14 +44,13 @@ import atexit
 import itertools
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
 import threading
 import time
 import uuid as uuidlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from ptlrpc_conformance import spec
@@ -67,6 +66,7 @@ RETRIES = 2                       # connection attempts after the first, per lin
 DEFAULT_DROP = 5.0
 SETTLE = 0.05                     # seconds a reply sent before the last one may lag behind it
 PID_COUNTER_BITS = 20             # the pid: USERFLAG | worker << 20 | a counter
+OWN_XIDS = 0x7F << 56             # the adapter's own requests' XIDs: far above any case's, worker << 40
 OPTIONS = ("target", "port", "index", "mode", "drop", "srcport", "control", "restart")
 
 
@@ -186,7 +186,7 @@ class LnetTcpAdapter(Adapter):
         self.preflight: dict = {}
         self.tap = None
         self._pids = itertools.count(1)
-        self._xids = itertools.count((self.worker << 48) | 1)
+        self._xids = itertools.count(OWN_XIDS | (self.worker << 40) | 1)
         self._clients: dict[str, _Client] = {}
         self._links: list = []
         self._conn_pid: dict[int, int] = {}         # srcport=any: id(connection) -> its client's pid
