@@ -12,6 +12,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 import types
 
 import pytest
@@ -34,11 +35,14 @@ WAIT = 60
 class Recording:
     """The reference, recording every exchange it is given: (client, opcode, client UUID of a connect)."""
 
-    def __init__(self, statfs_state: int = 0):
-        self.ref, self.seen, self.statfs_state = make_testee(), [], statfs_state
+    def __init__(self, statfs_state: int = 0, slow_ping: float = 0.0):
+        self.ref, self.seen, self.statfs_state, self.slow_ping = make_testee(), [], statfs_state, slow_ping
 
     def handle(self, request):
         answer = self.ref.handle(request)
+        if self.slow_ping and request.get("op") == "exchange" and \
+                live_safety.parse(bytes.fromhex(request["data"])).body("pb_opc") == C("OBD_PING"):
+            time.sleep(self.slow_ping)            # the reply leaves after the adapter's drop window
         if request.get("op") == "exchange":
             p = live_safety.parse(bytes.fromhex(request["data"]))
             opc = p.body("pb_opc") if p is not None else None
@@ -61,8 +65,8 @@ def served():
     """serve --iut (a recording) reference, in-process, accept=all, with a control socket."""
     made = []
 
-    def start(statfs_state: int = 0):
-        rec = Recording(statfs_state)
+    def start(statfs_state: int = 0, slow_ping: float = 0.0):
+        rec = Recording(statfs_state, slow_ping)
         adapter = InProcessAdapter(rec, description="recording reference")
         adapter.start()
         server = Server(adapter, "127.0.0.1@tcp", "127.0.0.1", 0, accept_all=True).start()
@@ -216,6 +220,20 @@ def test_exchange_reset_restart_over_control(served):
         assert adapter.call({"op": "reset"}).ok
         rep = reply_of(exchange(adapter, Client("c1", handle=0x1000), Client("c1", handle=0x1000).connect()))
         assert rep.status == 0
+
+
+def test_a_reply_after_the_drop_window_is_an_error(served):
+    s = served(slow_ping=1.0)
+    with load_adapter(live_spec(s, drop="0.2"), timeout=10) as adapter:
+        c = Client("c1", handle=0x1000)
+        c.cookie = reply_of(exchange(adapter, c, c.connect())).body["pb_handle"]
+        first = exchange(adapter, c, c.request("OBD_PING"))
+        assert first.ok and first.result["data"] is None and "heuristic" in first.result["note"]
+        deadline = time.monotonic() + WAIT
+        while not adapter._late() and time.monotonic() < deadline:     # the reply arrives, late
+            time.sleep(0.05)
+        second = exchange(adapter, c, c.request("OST_STATFS"))
+        assert second.kind == "timeout" and "came after the drop window" in second.detail
 
 
 def test_restart_without_a_hook_is_not_declared(served):

@@ -368,6 +368,7 @@ class LnetTcpAdapter(Adapter):
                                 f"transport does not send this request: {why}")
         late = self._late()
         if late and not self.live.control:
+            self._deferred()                    # said once
             return Outcome.timeout(late)
         link = self._link(c)
         if isinstance(link, Outcome):
@@ -458,7 +459,6 @@ class LnetTcpAdapter(Adapter):
             late = [self._dropped[k] for k in self._arrived if k in self._dropped]
         if not late:
             return None
-        self._deferred()
         s = late[0]
         return (f"a reply to {s.client}'s XID {s.xid:#x} came after the drop window ({self.live.drop:g} s): the "
                 "earlier 'dropped' was wrong; give a longer drop=")
