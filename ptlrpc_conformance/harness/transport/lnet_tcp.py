@@ -57,12 +57,13 @@ from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.transport import live_safety as safety
 from ptlrpc_conformance.harness.transport.adapter import Adapter, IUTStartError, NotApplicable, UsageError
 from ptlrpc_conformance.harness.transport.protocol import Hello, Outcome, parse_hello
-from ptlrpc_conformance.harness.transport.lnet_engine.node import LnetSetupError, Node
+from ptlrpc_conformance.harness.transport.lnet_engine.node import LnetSetupError, Node, Outcome as LnetOutcome
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import C as LC, Nid
 
 REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
 C = spec.constant
-RETRIES = 2                       # connection attempts after the first, per link (bounded)
+RETRIES = 5                       # connection attempts after the first, per link (bounded; a hello
+                                  # answered NONE, as for a peer's duplicate still closing, is retried)
 DEFAULT_DROP = 5.0
 SETTLE = 0.05                     # seconds a reply sent before the last one may lag behind it
 PID_COUNTER_BITS = 20             # the pid: USERFLAG | worker << 20 | a counter
@@ -158,6 +159,7 @@ class _Client:
     cookie: int = 0                 # pb_handle of its export, once a connect succeeded
     link: object = None             # its connection (srcport=any), else the adapter's one
     port: int = 0                   # srcport=any: the source port of its connection (its identity)
+    node: object = None             # srcport=any: its LNet node (one incarnation for its reconnects)
 
 
 @dataclass
@@ -183,6 +185,7 @@ class LnetTcpAdapter(Adapter):
         self.prefix = f"ptlrc-{run[:8]}-"
         self.generation = 0
         self.used: list[str] = []                   # every client UUID this process connected
+        self.leftover: list[str] = []               # those whose disconnect got no reply
         self.preflight: dict = {}
         self.tap = None
         self._pids = itertools.count(1)
@@ -191,6 +194,7 @@ class LnetTcpAdapter(Adapter):
         self._links: list = []
         self._conn_pid: dict[int, int] = {}         # srcport=any: id(connection) -> its client's pid
         self._node: Node | None = None
+        self._incarnation = time.time_ns()          # this machine's one (socklnd.c: ksnn_incarnation)
         self._lock = threading.Lock()
         self._arrived: dict[tuple[int, int], bytes] = {}    # (pid, match bits) -> a reply no exchange waited for
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
@@ -210,16 +214,22 @@ class LnetTcpAdapter(Adapter):
             addr = s.getsockname()[0]
         return Nid.ip(addr, net=self.live.nid.net, lnd=self.live.nid.lnd)
 
-    def _connect(self, pid: int, source_port: int = 0):
-        """A connection from a node of process id `pid` (srcport=any: one per client) or the
-        adapter's one node; the Connection, or raises IUTStartError / returns an Outcome."""
-        if self.live.privileged and self._node is not None:
+    def _connect(self, c: _Client):
+        """A connection: the adapter's one node's, or with srcport=any the client's own node's,
+        from the port it had (the server knows the client by it, and by the node's one
+        incarnation: a new one would be a peer that rebooted, socklnd.c: ksocknal_create_conn).
+        The engine's outcome; raises IUTStartError when no privileged port can be bound."""
+        pid, source_port = c.pid, c.port
+        if self.live.privileged:
+            if self._node is None:
+                self._node = Node(self._local_nid(), incarnation=self._incarnation, tap=self.tap)
             node = self._node
         else:
-            node = Node(self._local_nid(), pid=pid if not self.live.privileged else LC["LNET_PID_LUSTRE"],
-                        tap=self.tap)
-            if self.live.privileged:
-                self._node = node
+            if c.node is None:
+                # one incarnation for every client: a new client on a port an old one had is
+                # no reboot to the server
+                c.node = Node(self._local_nid(), pid=pid, incarnation=self._incarnation, tap=self.tap)
+            node = c.node
         try:
             out = node.connect(self.live.host, self.live.nid, self.live.port, privileged=self.live.privileged,
                                retries=RETRIES, handler=self._unwaited, source_port=source_port)
@@ -271,7 +281,7 @@ class LnetTcpAdapter(Adapter):
     def _preflight(self) -> Hello:
         pre = self._client("preflight")
         link = self._link(pre)
-        if isinstance(link, Outcome):
+        if isinstance(link, LnetOutcome):
             raise IUTStartError(f"{self.description}: cannot reach {self.live.nid} at {self.live.host}:"
                                 f"{self.live.port}: {link.kind}: {link.detail}")
         data = safety.connect_request(self.live.target, pre.uuid, self.live.index)
@@ -371,7 +381,7 @@ class LnetTcpAdapter(Adapter):
             self._deferred()                    # said once
             return Outcome.timeout(late)
         link = self._link(c)
-        if isinstance(link, Outcome):
+        if isinstance(link, LnetOutcome):
             return Outcome.crash(f"the target cannot be reached: {link.kind}: {link.detail}")
         opc = safety.parse(data)
         opc = opc.body("pb_opc") if opc is not None else None
@@ -399,7 +409,7 @@ class LnetTcpAdapter(Adapter):
             return link
         # srcport=any: an accept=all server names the client by its source port, so a client
         # reconnects (after a restart dropped its connection) from the port it had
-        out = self._connect(c.pid, c.port)
+        out = self._connect(c)
         if not out.ok:
             return out
         c.link = out.connection
@@ -418,7 +428,8 @@ class LnetTcpAdapter(Adapter):
     def _call(self, c: _Client, xid: int, data: bytes) -> bytes | None:
         """One of the adapter's own requests; its reply, or None."""
         link = self._link(c)
-        if isinstance(link, Outcome):
+        if isinstance(link, LnetOutcome):
+            self.log("!", f"{c.name}: {link.kind}: {link.detail}")
             return None
         opc = safety.parse(data).body("pb_opc")
         out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
@@ -439,11 +450,12 @@ class LnetTcpAdapter(Adapter):
 
     def _deferred(self, settle: bool = False) -> list[dict]:
         """The replies that arrived for requests taken as dropped: deferred replies (protocol §2.4).
-        With `settle`, while such requests wait, a moment (SETTLE) for replies sent before the
-        last one but still in a connection's reader (another connection's, with srcport=any)."""
+        With `settle`, while such requests wait, a moment (SETTLE, less when all have come) for
+        replies sent before the last one but still in a connection's reader (another
+        connection's, with srcport=any): all of them are returned together, as sent."""
         if settle and self._dropped:
             deadline = time.monotonic() + SETTLE
-            while time.monotonic() < deadline and not any(k in self._dropped for k in list(self._arrived)):
+            while time.monotonic() < deadline and not all(k in self._arrived for k in list(self._dropped)):
                 time.sleep(0.002)
         out = []
         with self._lock:
@@ -465,7 +477,9 @@ class LnetTcpAdapter(Adapter):
 
     def _disconnect(self, c: _Client) -> None:
         if c.cookie:
-            self._call(c, next(self._xids), safety.message("OST_DISCONNECT", handle=c.cookie, conn_cnt=1))
+            reply = self._call(c, next(self._xids), safety.message("OST_DISCONNECT", handle=c.cookie, conn_cnt=1))
+            if safety.reply_status(reply)[0] is None:       # no reply: the export may be left
+                self.leftover.append(c.uuid)
             c.cookie = 0
 
     def _new_generation(self) -> None:
@@ -550,9 +564,13 @@ class LnetTcpAdapter(Adapter):
             _unguard(self)
         if self.used:
             name = self.live.target[:-5] if self.live.target.endswith("_UUID") else self.live.target
-            self.say(f"client UUIDs used on {self.live.target}: {', '.join(self.used)}; every export was "
-                     f"disconnected.  To evict a leftover on the OSS: lctl set_param "
-                     f"obdfilter.{name}.evict_client=<UUID>")
+            shown = ", ".join(self.used) if len(self.used) <= 6 else \
+                f"{', '.join(self.used[:3])}, ... {', '.join(self.used[-2:])}"
+            self.say(f"{len(self.used)} client UUIDs used on {self.live.target}, all {self.prefix}*: {shown}; "
+                     + (f"{len(self.leftover)} not disconnected: {', '.join(self.leftover)}; " if self.leftover
+                        else "every export was disconnected.  ")
+                     + f"To evict a leftover, on the OSS: lctl set_param obdfilter.{name}.evict_client=<UUID> "
+                       f"(lctl get_param obdfilter.{name}.exports.*.uuid lists them)")
 
 
 def _lm_flags(data: bytes) -> int:
