@@ -41,6 +41,7 @@ Every connection's bytes go to a pcap (lnet_engine/tap.py) when `pcap` is given.
 from __future__ import annotations
 
 import atexit
+import ipaddress
 import itertools
 import json
 import os
@@ -88,7 +89,6 @@ class LiveSpec:
 
 def parse_spec(text: str) -> LiveSpec:
     """An --iut lnet-tcp: value; UsageError naming the field that is wrong."""
-    import ipaddress
     body = text[len("lnet-tcp:"):]
     nid_text, _, query = body.partition("?")
     where = f"--iut {text!r}"
@@ -230,6 +230,11 @@ class LnetTcpAdapter(Adapter):
                 # no reboot to the server
                 c.node = Node(self._local_nid(), pid=pid, incarnation=self._incarnation, tap=self.tap)
             node = c.node
+            if not c.port:
+                # its port chosen once, so that every attempt comes from it: a server that
+                # knew the port from an earlier peer answers the first hello NONE (a peer that
+                # rebooted) and takes the next
+                c.port = source_port = _free_port(str(ipaddress.ip_address(node.nid.addr)))
         try:
             out = node.connect(self.live.host, self.live.nid, self.live.port, privileged=self.live.privileged,
                                retries=RETRIES, handler=self._unwaited, source_port=source_port)
@@ -571,6 +576,17 @@ class LnetTcpAdapter(Adapter):
                         else "every export was disconnected.  ")
                      + f"To evict a leftover, on the OSS: lctl set_param obdfilter.{name}.evict_client=<UUID> "
                        f"(lctl get_param obdfilter.{name}.exports.*.uuid lists them)")
+
+
+def _free_port(host: str) -> int:
+    """A TCP port of `host` free now (0 when none can be had: any port then)."""
+    import socket
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            return s.getsockname()[1]
+    except OSError:
+        return 0
 
 
 def _lm_flags(data: bytes) -> int:
