@@ -271,11 +271,6 @@ class LnetTcpAdapter(Adapter):
                 self.tap = PcapTap(self.pcap)
             except OSError as e:
                 raise IUTStartError(f"{self.description}: cannot write the pcap {self.pcap}: {e}") from None
-        if self.live.control and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1) > 1:
-            # one served target for every worker: one worker's reset or restart would pull the
-            # state from under another's case
-            raise IUTStartError(f"{self.description}: control= resets one served target, which parallel workers "
-                                "would share: run without -n, or give each worker a serve of its own")
         _guard(self)
         try:
             return self._preflight()
