@@ -56,6 +56,9 @@ def _input_problems(args) -> list[str]:
     from ptlrpc_conformance.harness.outputs import gate
     problems += gate.file_problems(args.known_failures, args.update_known_failures)
     problems += options.requirement_ids(args.requirement, "--requirement")
+    if (args.iut or "").startswith("lnet-tcp:") and "control=" in args.iut and args.jobs not in (None, "0", "1"):
+        problems.append(f"--iut {args.iut!r} with -n {args.jobs}: control= resets one served target, which the "
+                        "workers would share; run without -n")
     return problems
 
 
@@ -91,7 +94,7 @@ def _certify(args) -> int:
             print(f"ptlrpc-conformance: {line}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        status, adapter = iut_preflight(args.iut, args.iut_timeout)
+        status, adapter = iut_preflight(args.iut, args.iut_timeout, **_live(args, out))
     except KeyboardInterrupt:       # the testee started by then is killed at exit (exec.py)
         return _start_failure(args, report_path, EXIT_FAIL, None)
     if status == EXIT_IUT:
@@ -107,6 +110,11 @@ def _certify(args) -> int:
     except KeyboardInterrupt:
         adapter.close()
         return _start_failure(args, report_path, EXIT_FAIL, None, hello.as_dict())
+    if args.dry_run:
+        try:
+            return dry_run(args, adapter)
+        finally:
+            adapter.close()
     adapter.close()
     before = report_mtime(report_path)
     try:
@@ -122,6 +130,60 @@ def _certify(args) -> int:
         if report_mtime(report_path) != before:
             raise                   # the run's report is written (and says what was interrupted)
         return _start_failure(args, report_path, EXIT_FAIL, None, hello.as_dict(), smoke)
+
+
+def _live(args, out: pathlib.Path) -> dict:
+    """load_adapter's options of an lnet-tcp: IUT for the preflight: its own pcap beside the run's."""
+    if not (args.iut or "").startswith("lnet-tcp:"):
+        return {}
+    pcap = None if args.no_pcap else str(out / "live-preflight.pcap")
+    if pcap:
+        out.mkdir(parents=True, exist_ok=True)
+    return {"scratch_target": args.scratch_target, "pcap": pcap}
+
+
+def dry_run(args, adapter) -> int:
+    """--dry-run: what the started IUT would be sent (its preflight said, for a live target), case
+    by case: the scenario vectors whose every request passes the IUT's firewall, as written, and
+    whose capabilities it declares, and those blocked (why); the stateful parts."""
+    from ptlrpc_conformance.harness.data.registry import case_aliases
+    from ptlrpc_conformance.harness.ost import scenario
+    hello = adapter.hello
+    live = hello.raw.get("live") or {}
+    print(f"dry run: {hello.name} {hello.version}; capabilities: {', '.join(sorted(hello.capabilities))}")
+    if live:
+        print(f"  preflight: {live.get('target')} at {live.get('nid')} index {live.get('index')}, mode {live.get('mode')}, "
+              f"statfs {live.get('statfs')}")
+    blocked = getattr(adapter, "blocked", lambda data: None)
+    chosen = set(args.case or ())
+    areas = set(args.area or ())
+    rows = []
+    for s in scenario.load_all(args.vectors):
+        case = f"{s.id}.exchange"
+        if (chosen and case not in chosen) or (areas and case.split(".", 1)[0] not in areas):
+            continue
+        missing = [n for n in s.needs if n not in hello.capabilities]
+        why = f"not applicable: needs capability {missing[0]!r}" if missing else None
+        for n, step in enumerate(s.steps, 1):
+            if why is None and step.op == "exchange":
+                refused = blocked(step.request)
+                if refused:
+                    why = f"blocked: step {n}: {refused}"
+        rows.append((case, why))
+    for part, needs in (("target.stateful.exchange", ("target",)), ("recovery.stateful.restart", ("target", "restart"))):
+        for case in case_aliases()[part]:
+            if (chosen and case not in chosen) or (areas and case.split(".", 1)[0] not in areas):
+                continue
+            missing = [n for n in needs if n not in hello.capabilities]
+            rows.append((case, f"not applicable: needs capability {missing[0]!r}" if missing else
+                         "random requests: each one the firewall refuses ends the case not applicable" if live else None))
+    for case, why in rows:
+        print(f"  {'would run' if why is None or why.startswith('random') else 'blocked  '}  {case}"
+              + (f"  ({why})" if why else ""))
+    runs = sum(1 for _, why in rows if why is None or why.startswith("random"))
+    print(f"dry run: {runs} of {len(rows)} target and recovery cases would run; {len(rows) - runs} blocked; "
+          "nothing else was sent")
+    return EXIT_OK
 
 
 def _unknown_selection(args) -> list[str]:

@@ -17,11 +17,12 @@ def suites_args() -> list[str]:
     return ["-c", str(suites.joinpath("pytest.ini")), "--rootdir", str(suites), "--pyargs", "ptlrpc_conformance.suites"]
 
 
-def iut_preflight(spec: str, timeout: float):
+def iut_preflight(spec: str, timeout: float, **live):
     """(None, the started adapter), or (exit status, None) after a usage error, or (EXIT_IUT,
-    why) when the IUT could not start; the problem is printed."""
+    why) when the IUT could not start; the problem is printed.  `live`: load_adapter's options
+    of an lnet-tcp: IUT (scratch_target, pcap)."""
     try:
-        adapter = load_adapter(spec, timeout=timeout)
+        adapter = load_adapter(spec, timeout=timeout, **live)
     except UsageError as e:
         print(f"ptlrpc-conformance: {e}", file=sys.stderr)
         return EXIT_USAGE, None

@@ -45,6 +45,8 @@ def cmd_serve(argv: list[str]) -> int:
                    help="the seed of the draws of --fault-probability (default 0)")
     p.add_argument("--request-log", metavar="FILE",
                    help="write one JSON line per request received (client, portal, xid, opcode, bytes)")
+    p.add_argument("--pcap", metavar="FILE", help="record every byte of every LNet connection in FILE, as TCP/IPv4 "
+                                                  "frames (the server's port written as 988), for check-trace and Wireshark")
     options.add_arguments(p, options.command_options("decode"))      # --iut and --iut-timeout
     args = p.parse_args(argv)
     try:
@@ -83,6 +85,9 @@ def cmd_serve(argv: list[str]) -> int:
             server = lnet_serve.Server(adapter, nid, host, port, accept_all=args.accept_all, log=sys.stderr,
                                        mgs=None if args.no_mgs else args.target_uuid, faults=faults,
                                        fault_seed=args.fault_seed, request_log=request_log)
+            if args.pcap:
+                from ptlrpc_conformance.harness.transport.lnet_engine.tap import PcapTap
+                server.node.tap = PcapTap(args.pcap)         # every connection the listener accepts
             control = None
             if args.control or args.control_port is not None:
                 control = lnet_serve.ControlSocket(server, path=args.control, port=args.control_port)
@@ -115,5 +120,7 @@ def _run(server, control, iut: str) -> int:
         server.close()
         if control is not None:
             control.close()
+        if server.node.tap is not None:
+            server.node.tap.close()
     print("serve: stopped", file=sys.stderr, flush=True)
     return EXIT_OK

@@ -218,6 +218,15 @@ OPTIONS: tuple[Option, ...] = (
     Option("iut_timeout", "per-call timeout of exec: testees, in seconds (default {default})",
            cli=("--iut-timeout",), pytest="--iut-timeout", type=positive_float, default=DEFAULT_TIMEOUT,
            metavar="SECONDS", reproduce=True, commands=frozenset({_DECODE})),
+    Option("scratch_target", "for --iut lnet-tcp:...&mode=destructive: the scratch OST whose data the run may "
+                             "destroy, UUID@NID; it must match the target the preflight reaches exactly",
+           cli=("--scratch-target",), pytest="--conformance-scratch-target", metavar="UUID@NID", reproduce=True),
+    Option("no_pcap", "for --iut lnet-tcp: do not record the run's LNet traffic (by default every live run "
+                      "writes live-*.pcap beside report.json)",
+           cli=("--no-pcap",), pytest="--conformance-no-pcap", action="store_true"),
+    Option("dry_run", "start the IUT (for lnet-tcp: the handshake and the preflight), list the cases that would "
+                      "run and those its capabilities or the live target's firewall block; run nothing",
+           cli=("--dry-run",), action="store_true"),
     Option("requirement", "only the cases that check requirement ID; repeatable",
            cli=("--requirement",), pytest="--conformance-requirement", action="append", metavar="ID",
            reproduce=True, commands=frozenset({_LIST})),

@@ -276,11 +276,36 @@ def pytest_keyboard_interrupt(excinfo):
         return None
 
 
+def _not_applicable(e: BaseException) -> str | None:
+    """The message of the adapter's NotApplicable that ended a case: `e`, an exception group
+    holding it (Hypothesis), or the exception it caused; None for any other end."""
+    from ptlrpc_conformance.harness.transport.adapter import NotApplicable
+    stack, seen = [e], set()
+    while stack:
+        x = stack.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, NotApplicable):
+            return str(x)
+        stack += list(x.exceptions) if isinstance(x, BaseExceptionGroup) else []
+        stack.append(x.__cause__)
+    return None
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
     """A case the suite's own code broke gets the verdict `error (suite)` (report.py): charged
-    to no requirement, its traceback kept, and said to be the suite's bug."""
+    to no requirement, its traceback kept, and said to be the suite's bug.  A case ended by the
+    adapter's NotApplicable (a request its transport will not send: a live target's firewall,
+    lnet_tcp.py) is not applicable, whatever code it came through."""
     report = yield
+    why = _not_applicable(call.excinfo.value) if call.excinfo is not None else None
+    if why is not None:
+        from ptlrpc_conformance.harness.outputs.report import NOT_APPLICABLE_PREFIX
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {NOT_APPLICABLE_PREFIX}{why}")
+        return report
     if call.excinfo is not None and _suite_bug(item, call.excinfo):
         from ptlrpc_conformance.harness.outputs.report import SUITE_ERROR, SUITE_ERROR_WORDS
         report.user_properties.append(("verdict", SUITE_ERROR))

@@ -81,9 +81,9 @@ class TcpConnection:
     """One client's TCP connection to the server; `send` writes segments of the stream."""
 
     def __init__(self, writer: "PcapWriter", client_ip: str, client_port: int, index: int,
-                 server_ip: str | None = None):
+                 server_ip: str | None = None, server_port: int = SOCKLND_PORT):
         self.w = writer
-        self.client_ip, self.client_port = client_ip, client_port
+        self.client_ip, self.client_port, self.server_port = client_ip, client_port, server_port
         self.client_nid = make_nid(client_ip)
         self.server_ip = server_ip or writer.server_ip
         self.server_nid = make_nid(self.server_ip)
@@ -95,7 +95,7 @@ class TcpConnection:
     def _segment(self, from_client: bool, flags: int, payload: bytes = b"") -> int:
         w = self.w
         src, dst = (self.client_ip, self.server_ip) if from_client else (self.server_ip, self.client_ip)
-        sport, dport = (self.client_port, SOCKLND_PORT) if from_client else (SOCKLND_PORT, self.client_port)
+        sport, dport = (self.client_port, self.server_port) if from_client else (self.server_port, self.client_port)
         seq, ack = self.seq[from_client], self.seq[not from_client]
         src_b, dst_b = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
         tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack if flags & _TCP_ACK else 0, 5 << 4, flags,

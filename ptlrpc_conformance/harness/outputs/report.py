@@ -350,7 +350,8 @@ def selection(areas=(), cases=(), requirements=(), keyword=None, markers=None, l
 
 def run_modes(profile: str, ignore_errno_class: bool, hello: dict | None) -> list[dict]:
     """The relaxing modes a run's verdicts were given under (outputs/level.py): errno-agnostic
-    judging, asked for by the option or by the IUT's hello, and a profile that judges less."""
+    judging, asked for by the option or by the IUT's hello, a live target reached read-only (the
+    lnet-tcp adapter's hello), and a profile that judges less."""
     from ptlrpc_conformance.harness.data import registry
     modes = []
     if ignore_errno_class or (hello or {}).get("errno_agnostic") is True:
@@ -358,6 +359,12 @@ def run_modes(profile: str, ignore_errno_class: bool, hello: dict | None) -> lis
         modes.append({"mode": "errno-agnostic", "by": by,
                       "why": "rejections judged by accept/reject only: the errno class of a rejection and the "
                              "order of checks that decides it were not judged"})
+    live = (hello or {}).get("live")
+    if isinstance(live, dict) and live.get("mode") == "readonly":
+        modes.append({"mode": "read-only (live target)", "by": "--iut lnet-tcp:...&mode=readonly",
+                      "why": f"a live OST ({live.get('target')} at {live.get('nid')}) was sent only requests that "
+                             "change nothing (spec/target.yaml live.modes.readonly); every case that needed another "
+                             "was not applicable"})
     try:
         relaxes = registry.profile(profile).relaxes
     except registry.RegistryError:

@@ -5,6 +5,7 @@
   python:package.module:factory   factory() returns an object with handle(request) -> response
   exec:COMMAND                    a process speaking the protocol on stdin/stdout
   tshark[:PROGRAM]                Wireshark's Lustre dissector (decode only)
+  lnet-tcp:NID?target=UUID&...    a live OST over LNet TCP (lnet_tcp.py; docs/live.md)
 """
 from __future__ import annotations
 
@@ -17,10 +18,16 @@ from ptlrpc_conformance.harness.transport.adapter import (
 from ptlrpc_conformance.harness.transport.exec import ExecAdapter
 
 
-def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT, io_log: str | None = None) -> Adapter:
+def load_adapter(spec: str | None, timeout: float = DEFAULT_TIMEOUT, io_log: str | None = None,
+                 scratch_target: str | None = None, pcap: str | None = None) -> Adapter:
     """Build the adapter an --iut value names (not started yet); `io_log` names a file that
-    records every protocol line exchanged."""
-    adapter = _load(spec, timeout)
+    records every protocol line exchanged; `scratch_target` (--scratch-target) and `pcap` (the
+    capture of its traffic) are for an lnet-tcp: IUT."""
+    if (spec or "").strip().startswith("lnet-tcp:"):
+        from ptlrpc_conformance.harness.transport import lnet_tcp     # the LNet engine only when it is the IUT
+        adapter = lnet_tcp.make(spec.strip(), timeout, scratch_target=scratch_target, pcap=pcap)
+    else:
+        adapter = _load(spec, timeout)
     if io_log:
         adapter.io_log = open(io_log, "a", encoding="utf-8")
     return adapter
@@ -68,8 +75,8 @@ def _load(spec: str | None, timeout: float) -> Adapter:
             return ExecAdapter(command, timeout=timeout)
         except ValueError as e:   # shlex: unbalanced quotes
             raise UsageError(f"--iut {spec!r}: {e}") from None
-    raise UsageError(f"--iut {spec!r}: expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND' "
-                     "or 'tshark[:PROGRAM]'")
+    raise UsageError(f"--iut {spec!r}: expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND', "
+                     "'tshark[:PROGRAM]' or 'lnet-tcp:NID?target=UUID'")
 
 
 def _importable_from_cwd() -> None:

@@ -266,9 +266,11 @@ class Connection:
                 self._fail(Outcome("reset", f"sending: {exc.__class__.__name__}: {exc}"))
         return self.failure if self.failure is not None else None
 
-    def _header(self, msg_type: int, payload_length: int, dest: tuple[Nid, int] | None = None, **variant) -> LnetHeader:
+    def _header(self, msg_type: int, payload_length: int, dest: tuple[Nid, int] | None = None,
+                src_pid: int | None = None, **variant) -> LnetHeader:
         nid, pid = dest if dest is not None else (self.peer_nid, self.peer_pid)
-        return LnetHeader(msg_type, nid, self.node.nid, pid, self.node.pid, payload_length, **variant)
+        return LnetHeader(msg_type, nid, self.node.nid, pid, self.node.pid if src_pid is None else src_pid,
+                          payload_length, **variant)
 
     def _send_lnet(self, header: LnetHeader, payload: bytes = b"") -> Outcome | None:
         return self._send(KsockHeader(C["KSOCK_MSG_LNET"]), header, payload)
@@ -362,21 +364,22 @@ class Connection:
 
     def exchange(self, portal: int, match_bits: int, payload: bytes, *, reply_portal: int, at: bool = True,
                  timeout: float = 5.0, max_wait: float | None = None,
-                 renew: Callable[[Message], float] | None = None) -> Outcome:
+                 renew: Callable[[Message], float] | None = None, src_pid: int | None = None) -> Outcome:
         """PUT `payload` to `portal` with `match_bits` and wait for the PUT that answers it on
         `reply_portal` with the same match bits.  With `at` (the request asked for adaptive
         timeouts), a reply at offset 0 is an early one: it is kept, and the wait starts again
         (`renew(early)` seconds, by default `timeout`); the first reply at another offset, or
         any reply without `at`, is the final one.  The whole wait never exceeds `max_wait`
-        (default 10 x `timeout`)."""
-        key = (reply_portal, match_bits)
+        (default 10 x `timeout`).  `src_pid`: the process of this node that sends it (default the
+        node's): only a reply to that pid answers it, so processes may use the same match bits."""
+        key = (reply_portal, match_bits) if src_pid is None else (reply_portal, match_bits, src_pid)
         waiter = self._register(key)
         if isinstance(waiter, Outcome):
             return waiter
         early: list[Message] = []
         try:
-            failed = self._send_lnet(self._header(C["LNET_MSG_PUT"], len(payload), match_bits=match_bits,
-                                                  portal=portal), payload)
+            failed = self._send_lnet(self._header(C["LNET_MSG_PUT"], len(payload), src_pid=src_pid,
+                                                  match_bits=match_bits, portal=portal), payload)
             if failed is not None:
                 return failed
             start = time.monotonic()
@@ -472,7 +475,7 @@ class Connection:
                 waiter.offer(msg)
             return
         with self._lock:
-            waiter = self._waiters.get((h.portal, h.match_bits))
+            waiter = self._waiters.get((h.portal, h.match_bits, h.dest_pid)) or self._waiters.get((h.portal, h.match_bits))
         if waiter is None and self._handler is None:
             self.unmatched.append(msg)              # nobody waits: dropped, no ACK (lnet_parse_put)
             return
@@ -512,6 +515,7 @@ class Node:
     handshake_timeout: float = float(C["ACCEPT_TIMEOUT"])
     send_timeout: float = 10.0        # a send the peer does not take within this is a timeout
     stall_timeout: float = 10.0       # a message begun must go on arriving without a longer gap
+    tap: object = None                # a tap.py PcapTap: every byte of every connection recorded
 
     def __post_init__(self):
         if isinstance(self.nid, str):
@@ -521,7 +525,7 @@ class Node:
 
     def connect(self, host: str, peer_nid: Nid | str, port: int = C["ACCEPT_PORT"], *, privileged: bool = True,
                 retries: int = 3, version: int | None = None,
-                handler: Callable[[Connection, Message], None] | None = None) -> Outcome:
+                handler: Callable[[Connection, Message], None] | None = None, source_port: int = 0) -> Outcome:
         """Connect to the node `peer_nid` at host:port (one CONTROL connection per peer: an
         open one is returned as it is).  `connected` with the connection, or the fault met."""
         peer = Nid.parse(peer_nid) if isinstance(peer_nid, str) else peer_nid
@@ -532,7 +536,7 @@ class Node:
         if version is None:
             version = C["KSOCK_PROTO_V3"] if peer.is_nid4 and self.nid.is_nid4 else C["KSOCK_PROTO_V4"]
         for attempt in range(max(0, retries) + 1):
-            outcome, retry_version = self._connect_once(host, port, peer, privileged, version, handler)
+            outcome, retry_version = self._connect_once(host, port, peer, privileged, version, handler, source_port)
             if retry_version is None:
                 if outcome.ok:
                     with self._lock:
@@ -542,14 +546,15 @@ class Node:
             time.sleep(min(0.05 * (attempt + 1), 0.5))
         return Outcome("refused", f"{host}:{port} answered every hello with type NONE ({retries + 1} attempts)")
 
-    def _connect_once(self, host, port, peer: Nid, privileged, version, handler) -> tuple[Outcome, int | None]:
+    def _connect_once(self, host, port, peer: Nid, privileged, version, handler,
+                      source_port: int = 0) -> tuple[Outcome, int | None]:
         """One attempt: its outcome, and the version to retry with when answered NONE."""
         deadline = time.monotonic() + self.handshake_timeout
         source = str(ipaddress.ip_address(self.nid.addr))   # from the node's own address, as lnet_connect does
-        dialled = _dial(host, port, source, privileged, self.handshake_timeout)
+        dialled = _dial(host, port, source, privileged, self.handshake_timeout, source_port)
         if isinstance(dialled, Outcome):
             return dialled, None
-        sock = dialled
+        sock = dialled if self.tap is None else self.tap.wrap(dialled)
         try:
             hello = Hello(version, self.nid, peer, self.pid, C["LNET_PID_LUSTRE"], self.incarnation, 0,
                           C["SOCKLND_CONN_CONTROL"])
@@ -583,7 +588,8 @@ class Node:
             c.close()
 
 
-def _dial(host: str, port: int, source: str, privileged: bool, timeout: float) -> "socket.socket | Outcome":
+def _dial(host: str, port: int, source: str, privileged: bool, timeout: float,
+          source_port: int = 0) -> "socket.socket | Outcome":
     """A TCP connection to host:port from the address `source` and a privileged port (1023 down
     to 512, as acceptor.c: lnet_connect scans; a port in use is passed by), or any port."""
     try:
@@ -591,7 +597,7 @@ def _dial(host: str, port: int, source: str, privileged: bool, timeout: float) -
     except ValueError:
         return Outcome("refused", f"{host!r} is not an IP address (a NID's address is dialled, never a name)")
     ports = (range(C["LNET_ACCEPTOR_MAX_RESERVED_PORT"], C["LNET_ACCEPTOR_MIN_RESERVED_PORT"] - 1, -1)
-             if privileged else (0,))
+             if privileged else (source_port,))     # unprivileged: that port (a user-space peer's identity) or any
     denied = None
     for p in ports:
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -679,6 +685,8 @@ class Listener:
                 sock, peer = self._sock.accept()
             except OSError:
                 continue
+            if self.node.tap is not None:
+                sock = self.node.tap.wrap(sock, server_side=True)
             with self._lock:
                 live = [c for c in self.connections if c.alive]
                 self.connections = live
