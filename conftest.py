@@ -180,6 +180,15 @@ def run_cli(tmp_path):
     return _run
 
 
+@pytest.fixture
+def no_shrinking(monkeypatch):
+    """The command lines the test starts load the noshrink plugin (the one `ptlrpc-conformance
+    mutants` uses): a failing property or stateful case is not shrunk.  For tests of a verdict,
+    a charge or a message that shrinking does not change, only the example it shows."""
+    from ptlrpc_conformance.harness.tools.mutation import NO_SHRINK_PLUGIN
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"-p {NO_SHRINK_PLUGIN}")
+
+
 @pytest.fixture(scope="session")
 def hostile():
     """The exec: spec of tests/testees/hostile.py in a given mode."""

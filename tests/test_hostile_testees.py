@@ -183,7 +183,7 @@ def test_python_iut_that_raises_is_an_error_per_case(run_cli):
     assert "the implementation raised RuntimeError: boom" in run.case(TRIGGER)["message"]
 
 
-def test_unreadable_results_fail_properties_cleanly(run_cli):
+def test_unreadable_results_fail_properties_cleanly(run_cli, no_shrinking):
     """A result of the wrong shape inside a property is a failed case, not a traceback."""
     run = run_cli("--iut", "python:iuts:garbles", "-k", "roundtrip or encoded-length or structs.valid")
     verdicts = run.verdicts()
