@@ -72,16 +72,13 @@ def pytest_configure(config):
 # with a long one.  tests/test_layout.py checks that each entry names a test that exists.
 LONG_TESTS = {
     "test_bench.py": ["test_bench_quick_prints_every_section"],
-    "test_broken_iuts.py": ["test_broken_implementation_fails_its_rule"],
     "test_ci_recipe.py": ["test_the_script_installs_the_suite_as_written",
                           "test_the_workflow_certifies_and_uploads_what_certify_writes"],
     "test_cli.py": ["test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class",
                     "test_a_client_reporting_eproto_for_every_bad_reply_passes_framing"],
     "test_faults_in_examples.py": ["test_a_fault_inside_an_example_is_the_cases_error",
                                    "test_a_should_failure_never_hides_a_must_failure"],
-    "test_full_width.py": ["test_with_an_encoder_the_round_trip_charges_the_decoder_bug_to_its_field"],
-    "test_hostile_testees.py": ["test_unreadable_results_fail_properties_cleanly",
-                                "test_trouble_mid_batch_hits_only_the_case_in_flight"],
+    "test_hostile_testees.py": ["test_trouble_mid_batch_hits_only_the_case_in_flight"],
     "test_mutants.py": ["test_every_mutant_is_killed", "test_runner_tells_survivors_and_harness_errors_from_kills"],
     "test_plugin.py": ["test_suites_run_from_another_repository_with_xdist"],
     "test_plugin_example.py": ["test_the_example_judges_broken_implementations_as_the_doc_says"],
