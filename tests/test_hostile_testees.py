@@ -261,8 +261,9 @@ def test_a_harness_exiting_without_close_leaves_no_testee_behind(tmp_path):
 
 def test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds(run_cli, hostile):
     """After --max-timeouts requests in a row went unanswered, the run stops as incomplete:
-    seconds, not the ~20 minutes of a timeout per case."""
-    run = run_cli("--iut", hostile("hangall"), "--iut-timeout", "0.5", "--max-timeouts", "3", timeout=120)
+    seconds, not the ~20 minutes of a timeout per case.  The timeout bounds the restarted
+    testee's hello too (~3 s on a loaded machine: 0.5 s made it an IUT that could not start)."""
+    run = run_cli("--iut", hostile("hangall"), "--iut-timeout", "5", "--max-timeouts", "3", timeout=300)
     assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = run.report
     assert r["incomplete"] is True
