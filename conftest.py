@@ -65,6 +65,55 @@ def pytest_configure(config):
                                        "fails the test with the install hint (conftest.require_tool)")
 
 
+# The tests that take ten seconds or more (whole certifications, stateful parts that shrink, the
+# mutant zoo, the bench, a hang's timeouts), by file and function, every parameter of it.  Under
+# `-n` they are dealt out evenly and each worker starts with its share, so that the end of the
+# run is short tests only, shared by the workers (work stealing), and no worker is left alone
+# with a long one.  tests/test_layout.py checks that each entry names a test that exists.
+LONG_TESTS = {
+    "test_bench.py": ["test_bench_quick_prints_every_section"],
+    "test_ci_recipe.py": ["test_the_script_installs_the_suite_as_written",
+                          "test_the_workflow_certifies_and_uploads_what_certify_writes"],
+    "test_cli.py": ["test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class",
+                    "test_a_client_reporting_eproto_for_every_bad_reply_passes_framing"],
+    "test_faults_in_examples.py": ["test_a_fault_inside_an_example_is_the_cases_error",
+                                   "test_a_should_failure_never_hides_a_must_failure"],
+    "test_hostile_testees.py": ["test_trouble_mid_batch_hits_only_the_case_in_flight",
+                                "test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds"],
+    "test_mutants.py": ["test_every_mutant_is_killed", "test_runner_tells_survivors_and_harness_errors_from_kills"],
+    "test_plugin.py": ["test_suites_run_from_another_repository_with_xdist"],
+    "test_plugin_example.py": ["test_the_example_judges_broken_implementations_as_the_doc_says"],
+    "test_release_profiles.py": ["test_verify_report_reads_a_matrix_report_and_the_matrix_points_at_the_literal_profiles"],
+    "test_requirement_verdicts.py": ["test_an_iut_that_rejects_everything_earns_no_pass",
+                                     "test_a_byte_order_only_bug_fails_only_byte_order_requirements",
+                                     "test_a_stateful_failure_is_charged_to_the_violated_invariant"],
+    "test_target_suite.py": ["test_a_failing_stateful_part_gives_the_same_session_serially_and_under_xdist",
+                             "test_stateful_failure_shrinks_to_a_replayable_scenario",
+                             "test_the_live_target_suite_follows_the_profiles_release"],
+}
+
+
+def is_long(item) -> bool:
+    return getattr(item, "originalname", None) in LONG_TESTS.get(item.path.name, ()) and item.path.parent == TESTS
+
+
+@pytest.hookimpl(tryfirst=True)      # before xdist's own, which makes `-n` without --dist `load`
+def pytest_cmdline_main(config):
+    """`-n` without `--dist`: work stealing (`load` hands the collection out in chunks, so a
+    worker could end the run alone with a long test while the other waits)."""
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "dist", None) == "no" \
+            and not getattr(config.option, "distload", False):
+        config.option.dist = "worksteal"
+
+
+@pytest.hookimpl(trylast=True)       # after the -k and marker deselection
+def pytest_collection_modifyitems(config, items):
+    worker = getattr(config, "workerinput", None) or {}
+    if worker.get("workercount") and worker.get("conformance_dist") == "worksteal":
+        from ptlrpc_conformance.plugin.hooks import long_cases_first
+        long_cases_first(items, worker["workercount"], is_long)
+
+
 @pytest.hookimpl(tryfirst=True)      # before the test's fixtures start the tool
 def pytest_runtest_setup(item):
     for marker in item.iter_markers("needs_tool"):
@@ -127,6 +176,15 @@ def run_cli(tmp_path):
                               cwd=cwd or tmp_path, input=input)
         return CliRun(proc, out_dir)
     return _run
+
+
+@pytest.fixture
+def no_shrinking(monkeypatch):
+    """The command lines the test starts load the noshrink plugin (the one `ptlrpc-conformance
+    mutants` uses): a failing property or stateful case is not shrunk.  For tests of a verdict,
+    a charge or a message that shrinking does not change, only the example it shows."""
+    from ptlrpc_conformance.harness.tools.mutation import NO_SHRINK_PLUGIN
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"-p {NO_SHRINK_PLUGIN}")
 
 
 @pytest.fixture(scope="session")

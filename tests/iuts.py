@@ -188,6 +188,26 @@ def unsteady():
     return Unsteady()
 
 
+class CrashesOnItsFirstDecode:
+    """A decoder that raises on the first decode it is sent (in a decode property's run, one
+    of the direction controls sent before the examples) and decodes right after it."""
+
+    def __init__(self):
+        self.inner = make_testee(capabilities=("decode",), name="crashes on its first decode")
+        self.decodes = 0
+
+    def handle(self, request):
+        if request.get("op") == "decode":
+            self.decodes += 1
+            if self.decodes == 1:
+                raise RuntimeError("first decode")
+        return self.inner.handle(request)
+
+
+def crashes_on_its_first_decode():
+    return CrashesOnItsFirstDecode()
+
+
 # ---- broken targets (docs/target-rules.md): one bug each, a class of mutants/broken_targets.py
 # (the conforming ones below and target_no_full20 differ from the reference in a TargetConfig setting)
 from ptlrpc_conformance.mutants import broken_targets as mt  # noqa: E402

@@ -19,7 +19,7 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("factory", sorted(BROKEN))
-def test_broken_implementation_fails_its_rule(run_cli, factory):
+def test_broken_implementation_fails_its_rule(run_cli, no_shrinking, factory):
     must_fail, texts = BROKEN[factory]
     run = run_cli("--iut", mutants.BY_ID[factory].iut, "-k", "framing", "-v")
     run.assert_caught(must_fail)

@@ -168,7 +168,7 @@ def test_help_and_version(run_cli):
     assert run_cli("--version", out=False).stdout.startswith("ptlrpc-conformance ")
 
 
-def test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class(run_cli):
+def test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class(run_cli, no_shrinking):
     strict = run_cli("--iut", "python:iuts:ebadmsg", "--examples", "20", "-k", "framing")
     assert strict.rc == 1
     assert strict.verdicts()["framing.bufcount.zero.decode"] == "fail"
@@ -212,7 +212,7 @@ def test_same_seed_gives_the_same_counterexample(run_cli):
     assert "counterexample (seed 1, shrunk)" in a.case("framing.mutations.decode")["message"]
 
 
-def test_a_client_reporting_eproto_for_every_bad_reply_passes_framing(run_cli):
+def test_a_client_reporting_eproto_for_every_bad_reply_passes_framing(run_cli, no_shrinking):
     """A Lustre client turns every reply it cannot unpack into -EPROTO (target-rules §9): a
     testee doing the same passes every framing case; EPROTO for a bad *request* still fails."""
     client = run_cli("--iut", "python:iuts:client_errnos", "--area", "framing")

@@ -40,6 +40,18 @@ def test_a_fault_inside_an_example_is_the_cases_error(run_cli, hostile, mode, ki
             assert "request: " in message and "exchanges before it" in message, (c, message)
 
 
+@pytest.mark.parametrize("case", ["framing.arbitrary-bytes.decode", "framing.mutations.decode"])
+def test_a_fault_on_a_direction_control_is_the_cases_error(run_cli, case):
+    """A decode property first sends a valid vector of each direction (its controls): the IUT
+    crashing on one is the case's error, quoting that request, not a control it rejected."""
+    run = run_cli("--iut", "python:iuts:crashes_on_its_first_decode", "-k", case, examples=10)
+    assert run.rc == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.verdicts() == {case: "error"}
+    assert not run.report["summary"].get(SUITE_ERROR)
+    message = run.case(case)["message"]
+    assert "direction control" in message and "first decode" in message and "request: " in message, message
+
+
 def test_the_same_faults_give_the_same_verdicts_under_xdist(run_cli, hostile):
     """The cases spread over two workers, each with its own testee: the same verdicts as the
     serial run of test_a_fault_inside_an_example_is_the_cases_error."""

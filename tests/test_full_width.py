@@ -139,9 +139,10 @@ def test_decode_only_mutants_are_killed_by_the_full_width_cases(zoo, name):
 
 
 @pytest.mark.parametrize("name", ["transno_32_bits", "status_16_bits", "jobid_blanks_stripped", "cksum_with_pad"])
-def test_with_an_encoder_the_round_trip_charges_the_decoder_bug_to_its_field(run_cli, name):
+def test_with_an_encoder_the_round_trip_charges_the_decoder_bug_to_its_field(run_cli, no_shrinking, name):
     """The same decoders with an encoder: the round trip fails, charged to the field's
-    requirement, not to ENC-LENGTH-1 (the suite's own encoding is decoded first)."""
+    requirement, not to ENC-LENGTH-1 (the suite's own encoding is decoded first).  Unshrunk
+    (no_shrinking): shrinking changes no verdict and no charge, only the example shown."""
     m = mutants.BY_ID[name]
     run = run_cli("--iut", f"python:test_full_width:with_encoder_{name}", "-k", "roundtrip", "--examples", "100")
     c = run.case("framing.roundtrip.encode-decode")

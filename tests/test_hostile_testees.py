@@ -24,13 +24,15 @@ TRIGGER = "framing.magic.zero.decode"   # the input tests/testees/hostile.py mis
 
 @pytest.mark.parametrize("mode, reason", [
     ("crash", "(crash): the testee exited with status 7"),
-    ("hang", "(timeout): no response within 1 s"),
+    ("hang", "(timeout): no response within 5 s"),
     ("garbage", "(protocol): response is not JSON"),
     ("wrongid", "(protocol): response id -1"),
     ("toolong", "(protocol): response line longer than 16777216 bytes"),
 ])
 def test_one_bad_case_fails_and_the_run_goes_on(run_cli, hostile, mode, reason):
-    run = run_cli("--iut", hostile(mode), "--iut-timeout", "1",
+    # the timeout bounds every wait, the restarted testee's hello included (~3 s on a loaded
+    # machine): only the hang waits for it to pass, the other modes answer
+    run = run_cli("--iut", hostile(mode), "--iut-timeout", "5" if mode == "hang" else "60",
                   "-k", "framing.magic or framing.bufcount or framing.body")
     assert run.rc == 1, run.stdout + run.stderr
     verdicts = run.verdicts()
@@ -181,7 +183,7 @@ def test_python_iut_that_raises_is_an_error_per_case(run_cli):
     assert "the implementation raised RuntimeError: boom" in run.case(TRIGGER)["message"]
 
 
-def test_unreadable_results_fail_properties_cleanly(run_cli):
+def test_unreadable_results_fail_properties_cleanly(run_cli, no_shrinking):
     """A result of the wrong shape inside a property is a failed case, not a traceback."""
     run = run_cli("--iut", "python:iuts:garbles", "-k", "roundtrip or encoded-length or structs.valid")
     verdicts = run.verdicts()
@@ -259,8 +261,9 @@ def test_a_harness_exiting_without_close_leaves_no_testee_behind(tmp_path):
 
 def test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds(run_cli, hostile):
     """After --max-timeouts requests in a row went unanswered, the run stops as incomplete:
-    seconds, not the ~20 minutes of a timeout per case."""
-    run = run_cli("--iut", hostile("hangall"), "--iut-timeout", "0.5", "--max-timeouts", "3", timeout=120)
+    seconds, not the ~20 minutes of a timeout per case.  The timeout bounds the restarted
+    testee's hello too (~3 s on a loaded machine: 0.5 s made it an IUT that could not start)."""
+    run = run_cli("--iut", hostile("hangall"), "--iut-timeout", "5", "--max-timeouts", "3", timeout=300)
     assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
     r = run.report
     assert r["incomplete"] is True

@@ -402,3 +402,28 @@ print("status", main(["certify", "--iut", "reference", "--case", "framing.bufcou
     report = json.loads((out / "report.json").read_text())
     assert [c["id"] for c in report["cases"]] == ["framing.bufcount.zero.decode"]
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+
+
+def test_a_matrix_run_leaves_no_page_of_an_earlier_run_beside_its_report(tmp_path):
+    """`--profile all`: the matrix's report.json is written after its sub-runs, and a Ctrl-C
+    before its report.html leaves what an earlier run wrote at the top of --out only if
+    nothing removed it first: the earlier pages go before the sub-runs start."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("report.html", "junit.xml"):
+        (out / name).write_text("earlier run")
+    script = f"""
+from ptlrpc_conformance.cli import main
+from ptlrpc_conformance.harness.outputs import matrix
+def ctrl_c(*args, **kwargs):
+    raise KeyboardInterrupt
+matrix.write_matrix = ctrl_c                                           # stopped before report.html
+print("status", main(["certify", "--iut", "reference", "--profile", "all", "-q", "--case",
+                      "framing.bufcount.zero.decode", "--out", {str(out)!r}]))
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert "ptlrpc-conformance: interrupted" in proc.stderr, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1].startswith("status "), proc.stdout + proc.stderr
+    from ptlrpc_conformance.harness.outputs.matrix import FORMAT
+    assert json.loads((out / "report.json").read_text())["format"] == FORMAT
+    assert not (out / "report.html").exists() and not (out / "junit.xml").exists(), sorted(p.name for p in out.iterdir())

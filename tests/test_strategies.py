@@ -116,7 +116,7 @@ def test_long_cases_lead_each_workers_run(workers):
     its share of the long cases, and every item is kept once."""
     items = [_item(f"c{i}", long=i % 7 == 3) for i in range(40)]
     long = [i.name for i in items if "conformance_examples" in i.fixturenames]
-    hooks._long_cases_first(items, workers)
+    hooks.long_cases_first(items, workers)
     assert sorted(i.name for i in items) == sorted(f"c{i}" for i in range(40))
     at, left = 0, len(items)
     for k in range(workers):
@@ -172,3 +172,28 @@ def test_xdist_workers_run_their_long_cases_first(pytester):
     assert sorted(runs) == ["gw0", "gw1"]
     for worker, kinds in runs.items():
         assert kinds[:2] == ["long", "long"], (worker, kinds[:6])
+
+
+def test_the_projects_own_tests_run_long_ones_first_under_xdist():
+    """conftest.py: `-n` without --dist is work stealing, each worker starting with its share of
+    the tests listed as long (LONG_TESTS), and each listed test exists."""
+    import ast
+    import conftest
+    for name, functions in conftest.LONG_TESTS.items():
+        tree = ast.parse((conftest.TESTS / name).read_text())
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        assert set(functions) <= defined, (name, sorted(set(functions) - defined))
+    for given, dist in (({"numprocesses": 2, "dist": "no"}, "worksteal"), ({"numprocesses": "auto", "dist": "no"},
+                        "worksteal"), ({"numprocesses": 2, "dist": "load"}, "load"),
+                        ({"numprocesses": None, "dist": "no"}, "no"), ({"numprocesses": 2, "dist": "no",
+                                                                        "distload": True}, "no")):
+        config = types.SimpleNamespace(option=types.SimpleNamespace(**given))
+        conftest.pytest_cmdline_main(config)
+        assert config.option.dist == dist, given
+    long = [("test_bench.py", "test_bench_quick_prints_every_section"), ("test_mutants.py", "test_every_mutant_is_killed")]
+    items = [types.SimpleNamespace(path=conftest.TESTS / f, originalname=n, fixturenames=[])
+             for f, n in [("test_adapter.py", f"test_{i}") for i in range(6)] + long]
+    config = types.SimpleNamespace(workerinput={"workercount": 2, "conformance_dist": "worksteal"})
+    conftest.pytest_collection_modifyitems(config, items)
+    assert [items[0].originalname, items[4].originalname] == [n for _, n in long]
+    assert len(items) == 8

@@ -140,9 +140,11 @@ def test_reference_target_and_recovery_through_exec(run_cli):
     ("target_setattr_ignores_valid", "target.stateful.exchange"),
     ("target_no_epoch_jump", "recovery.stateful.restart"),
 ])
-def test_stateful_failure_shrinks_to_a_replayable_scenario(run_cli, family, case):
+def test_stateful_failure_shrinks_to_a_replayable_scenario(run_cli, monkeypatch, family, case):
     """`case` is the id the stateful suite had before it was split into parts: it selects
-    every part; the first failing part's failure is shrunk and saved."""
+    every part; the first failing part's failure is shrunk and saved (for a few runs of the
+    machine: tests/short_shrink.py; how far it shrinks is not the point here)."""
+    monkeypatch.setenv("PYTEST_PLUGINS", "short_shrink")
     run = run_cli("certify", "--iut", f"python:iuts:{family}", "--case", case)
     assert run.rc == 1, run.stdout[-3000:]
     assert set(run.verdicts()) == set(case_aliases()[case])
@@ -378,12 +380,15 @@ def test_a_failing_stateful_part_gives_the_same_session_serially_and_under_xdist
     budget of seconds shared by the parts made a part shrink or not as time allowed), and
     however slow the machine: the run by two workers has a clock that runs fast (tests/
     fast_clock.py, loaded by every worker; Hypothesis's search for more bugs for ten seconds after a first failure
-    made a part shrink from another example, and charge other requirements, under load)."""
+    made a part shrink from another example, and charge other requirements, under load).  Both
+    runs shrink for the same few runs of the machine (tests/short_shrink.py): the budget is
+    counted in runs whatever its size."""
     parts = ["target.stateful.exchange.2", "target.stateful.exchange.3"]      # both fail at this seed
     args = ("--iut", "python:ptlrpc_conformance.mutants:target_punch_without_size_blocks", "--seed", "7",
             "--case", parts[0], "--case", parts[1], "--examples", "200")
+    monkeypatch.setenv("PYTEST_PLUGINS", "short_shrink")
     serial = run_cli(*args)
-    monkeypatch.setenv("PYTEST_PLUGINS", "fast_clock")
+    monkeypatch.setenv("PYTEST_PLUGINS", "short_shrink,fast_clock")
     parallel = run_cli(*args, "-n", "2")
     assert all(serial.verdicts()[p] == "fail" for p in parts)
     for p in parts:

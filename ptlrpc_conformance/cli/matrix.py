@@ -39,6 +39,9 @@ def certify_matrix(args, profiles: list[str], hello, smoke) -> int:
     print(f"ptlrpc-conformance: release matrix: {', '.join(profiles)}; every case runs under {base}, "
           "and again under another release only if that release judges it differently", flush=True)
     prints = {p: matrix.fingerprints(p, args.vectors) for p in profiles}
+    # the matrix's own report.json comes after every sub-run: what an earlier run left beside it
+    # goes first, so that a run stopped before its report.html leaves none of them there
+    report_module.remove_earlier_pages(out)
     statuses = {}
     base_args = copy.copy(args)
     base_args.profile = base

@@ -116,7 +116,7 @@ class _ControllerWatch:
     or deselected cases at its end.  What the hooks module would have done with that first
     message is done here (it was registered after the hook was called).  It also tells each
     worker the scheduling, which a session that starts to use the suite on the worker needs
-    (a worker's own config.option.dist is "no": hooks._long_cases_first)."""
+    (a worker's own config.option.dist is "no": hooks.long_cases_first)."""
 
     def __init__(self, config):
         self.config = config

@@ -344,7 +344,7 @@ def pytest_collection_modifyitems(session, config, items):
     _select(config, items)
     worker = getattr(config, "workerinput", None) or {}
     if worker.get("workercount") and worker.get("conformance_dist") == "worksteal":
-        _long_cases_first(items, worker["workercount"])
+        long_cases_first(items, worker["workercount"])
     if config.getoption("conformance_list"):
         known = requirements()
         tw = config.get_terminal_writer()
@@ -358,16 +358,20 @@ def pytest_collection_modifyitems(session, config, items):
         config.option.collectonly = True
 
 
-def _long_cases_first(items, workers: int) -> None:
+def long_cases_first(items, workers: int, is_long=None) -> None:
     """xdist `worksteal` on `workers` workers: the long cases (those that run the examples
     budget: properties and stateful parts, hundreds of ms each, against a few ms for a vector)
     are shared out evenly and each worker runs its share first.  Work stealing then moves the
     short cases at the end, so no worker is left alone with a long one.  Worksteal hands the
     collection out in `workers` consecutive runs (run k: what is left // the workers left), so
     the long cases go to the head of each run.  The report sorts cases by id, so the order is
-    seen nowhere else; with any other scheduler it is left alone."""
-    long = [i for i in items if "conformance_examples" in getattr(i, "fixturenames", ())]
-    short = [i for i in items if "conformance_examples" not in getattr(i, "fixturenames", ())]
+    seen nowhere else; with any other scheduler it is left alone.  `is_long(item)`: another
+    test of what is long (the project's own tests use it, conftest.py)."""
+    if is_long is None:
+        def is_long(item):
+            return "conformance_examples" in getattr(item, "fixturenames", ())
+    long = [i for i in items if is_long(i)]
+    short = [i for i in items if not is_long(i)]
     order, left = [], len(items)
     for k in range(workers):
         size = left // (workers - k)

@@ -49,7 +49,7 @@ def _counterexamples(e: BaseException) -> list[judge.Judgement] | None:
 
 
 def check_property(strategy, check, conformance_seed, conformance_examples, conclude, title, unreadable=(),
-                   accepted_directions=(), iut=None):
+                   accepted_directions=(), iut=None, controls=None):
     """Run `check(example) -> Judgement` over `strategy`; conclude with the shrunk failure.
     `unreadable`: the requirements an IUT result the check cannot read is charged to (default:
     the case's).
@@ -69,8 +69,9 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     does not implement is no evidence.  A rejection (`evidence` "rejection") counts only when
     an example of its direction was accepted in the same run (the control rule: an IUT that
     rejects everything exercises nothing), or when the direction is among
-    `accepted_directions` (those whose control the case saw accepted: `direction_controls`);
-    `control_rejected` says when neither holds."""
+    `accepted_directions`, or among those `controls()` returns (it sends the direction
+    controls, `direction_controls`, before the examples: IUT trouble on one of them is the
+    case's error, as in an example); `control_rejected` says when neither holds."""
     from hypothesis import given, reject, seed
     from hypothesis.errors import Flaky, Unsatisfiable
 
@@ -138,6 +139,12 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     try:
         # the examples and their shrinking depend on the seed alone, not on what else is loaded or on time
         with watch_trouble(iut) as troubles, fixed_constants(), untimed_shrinking():
+            if controls is not None:
+                accepted.update(controls())
+                if troubles:            # a crash or a hang is no rejection of the control
+                    raise IUTFault(trouble_judgement(
+                        troubles, f"{title}: the IUT failed on a direction control (a valid vector sent before "
+                                  f"the examples):", charge=unreadable))
             run()
             if should_only:             # no MUST failure: the SHOULD failure is the verdict, shrunk
                 search_must[0] = False
@@ -387,7 +394,7 @@ def test_decoder_on_arbitrary_bytes(iut, need, conclude, errno_agnostic, run_set
 
     check_property(arbitrary_messages(), check, conformance_seed, conformance_examples, conclude,
                    "arbitrary bytes", unreadable=["DEC-ROBUST-1"],
-                   accepted_directions=direction_controls(iut, request.config), iut=iut)
+                   controls=lambda: direction_controls(iut, request.config), iut=iut)
 
 
 @case(case="framing.mutations.decode", requirements=list(MODEL_CHARGEABLE))
@@ -409,4 +416,4 @@ def test_decoder_on_mutated_vectors(iut, need, conclude, errno_agnostic, run_set
                                   role=judge.MODEL, settings=run_settings)
 
     check_property(mutated(vectors), check, conformance_seed, conformance_examples, conclude, "mutated vectors",
-                   unreadable=["DEC-ROBUST-1"], accepted_directions=direction_controls(iut, request.config), iut=iut)
+                   unreadable=["DEC-ROBUST-1"], controls=lambda: direction_controls(iut, request.config), iut=iut)
