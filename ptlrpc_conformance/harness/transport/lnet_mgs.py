@@ -36,11 +36,46 @@ _REPLY_STATUSES = {spec.errno_value(n) for n in spec.target()["reply_statuses"]}
 _UUID = re.compile(r"^(?P<fsname>[A-Za-z0-9_]{1,8})-OST(?P<index>[0-9a-f]{4})_UUID$")
 
 
-def _round8(n: int) -> int:
+# -- the lustre_msg_v2 reads and writes serve and this MGS make on the bytes they carry (not a
+# codec that judges: a message they cannot read is None; the suites never use them) --
+
+MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
+
+
+def round8(n: int) -> int:
     return (n + 7) & ~7
 
 
-def _pack(name: str, **values) -> bytearray:
+def order(data: bytes) -> str | None:
+    """The byte order of a lustre_msg_v2 header, told by lm_magic; None when `data` is no such
+    header (too short for one, or another magic)."""
+    magic = _HDR.field("lm_magic")
+    if len(data) < _HDR.field("lm_buflens").offset:
+        return None
+    return next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
+
+
+def buffers(data: bytes) -> tuple[list[bytes], str] | None:
+    """The buffers of a lustre_msg_v2 and its byte order, or None when the bytes are not one."""
+    count_at, lens, where = _HDR.field("lm_bufcount"), _HDR.field("lm_buflens"), order(data)
+    if where is None:
+        return None
+    count = int.from_bytes(data[count_at.offset:count_at.end], where)
+    at = round8(lens.offset + lens.elem_size * count)
+    if len(data) < at:
+        return None
+    out = []
+    for i in range(count):
+        start = lens.offset + lens.elem_size * i
+        n = int.from_bytes(data[start:start + lens.elem_size], where)
+        if at + n > len(data):
+            return None
+        out.append(data[at:at + n])
+        at += round8(n)
+    return out, where
+
+
+def pack_struct(name: str, **values) -> bytearray:
     """A little-endian structure of layouts.json, its named top-level fields set (an int, or
     bytes placed at the field's offset), the rest zero."""
     lay = spec.layout(name)
@@ -54,6 +89,21 @@ def _pack(name: str, **values) -> bytearray:
     return out
 
 
+def message(bufs: list[bytes]) -> bytes:
+    """A little-endian reply, lustre_msg_v2 around `bufs` (pack_generic.c: lustre_init_msg_v2).
+    Its lm_flags stay 0: only a request's are set (niobuf.c: ptl_send_rpc)."""
+    lens = _HDR.field("lm_buflens")
+    out = pack_struct("lustre_msg_v2", lm_bufcount=len(bufs), lm_magic=MSG_MAGIC)[:lens.offset]
+    out += b"".join(len(b).to_bytes(lens.elem_size, "little") for b in bufs)
+    out += bytes(round8(len(out)) - len(out))
+    for b in bufs:
+        out += b + bytes(round8(len(b)) - len(b))
+    return bytes(out)
+
+
+_pack, _round8 = pack_struct, round8
+
+
 def _zeroed(opc_name: str) -> list[bytes]:
     """The buffers after ptlrpc_body of `opc_name`'s reply (spec/mgs.yaml `replies`), zero: what
     an error reply of a handler that packed its reply first carries."""
@@ -63,18 +113,6 @@ def _zeroed(opc_name: str) -> list[bytes]:
 def _read(name: str, data: bytes, key: str, order: str = "little") -> int:
     f = spec.layout(name).field(key)
     return int.from_bytes(data[f.offset:f.end], order)
-
-
-def message(buffers: list[bytes]) -> bytes:
-    """A little-endian reply, lustre_msg_v2 around `buffers` (pack_generic.c: lustre_init_msg_v2).
-    Its lm_flags stay 0: only a request's are set (niobuf.c: ptl_send_rpc)."""
-    lens = _HDR.field("lm_buflens")
-    out = _pack("lustre_msg_v2", lm_bufcount=len(buffers), lm_magic=spec.constant("LUSTRE_MSG_MAGIC_V2"))[:lens.offset]
-    out += b"".join(len(b).to_bytes(lens.elem_size, "little") for b in buffers)
-    out += bytes(_round8(len(out)) - len(out))
-    for b in buffers:
-        out += b + bytes(_round8(len(b)) - len(b))
-    return bytes(out)
 
 
 def _cfg_record(index: int, command: int, bufs: list[bytes], nid: int = 0) -> bytes:
@@ -151,8 +189,7 @@ class Mgs:
                                      for k in ("flags", "flags2"))
 
     def handle(self, request: bytes) -> bytes | None:
-        from ptlrpc_conformance.harness.transport.lnet_serve import _buffers
-        msg = _buffers(request)
+        msg = buffers(request)
         if msg is None or not msg[0] or len(msg[0][0]) < _BODY.size:
             return None                 # not a request Lustre could unpack: dropped
         bufs, order = msg

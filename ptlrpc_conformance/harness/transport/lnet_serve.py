@@ -49,6 +49,8 @@ from dataclasses import dataclass
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Connection, Listener, Message, Node
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import C, Nid
+from ptlrpc_conformance.harness.transport.lnet_mgs import (buffers as _buffers, message, order as _order,
+                                                           pack_struct as _pack, round8 as _round8)
 
 OST_PORTALS = frozenset(p for p, row in spec.target()["portals"]["requests"].items()
                         if row["service"] in ("ost", "mdt_or_ost"))
@@ -57,7 +59,6 @@ DEFAULT_TARGET_UUID = spec.target()["target_uuid"]  # the OST the MGS names by d
 MGS_PORTAL = spec.mgs()["portals"]["MGS_REQUEST_PORTAL"]["value"]
 MGC_REPLY_PORTAL = spec.mgs()["portals"]["MGC_REPLY_PORTAL"]["value"]
 AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
-MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
 CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
 REPLY = spec.constant("PTL_RPC_MSG_REPLY")
 FLAGS2, REP_MBITS = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REP_MBITS")
@@ -67,9 +68,6 @@ MAX_CONTROL_LINE = 1 << 16    # a control request longer than this is refused
 CONTROL_TIMEOUT = 5.0         # a control client that sends nothing for this long is dropped
 CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "stop")
 
-
-def _round8(n: int) -> int:
-    return (n + 7) & ~7
 
 
 # pack_generic.c: lustre_msg_early_size: the header with one buffer, then a ptlrpc_body
@@ -91,35 +89,6 @@ def reply_offset(request: bytes) -> int:
     if order is None:
         return 0
     return EARLY_SIZE if int.from_bytes(request[flags.offset:flags.end], order) & AT_SUPPORT else 0
-
-
-def _order(data: bytes) -> str | None:
-    """The byte order of a lustre_msg_v2 header, told by lm_magic; None when `data` is no such
-    header (too short for one, or another magic)."""
-    magic = _HDR.field("lm_magic")
-    if len(data) < _HDR.field("lm_buflens").offset:
-        return None
-    return next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
-
-
-def _buffers(data: bytes) -> tuple[list[bytes], str] | None:
-    """The buffers of a lustre_msg_v2 and its byte order, or None when the bytes are not one."""
-    count_at, lens, order = _HDR.field("lm_bufcount"), _HDR.field("lm_buflens"), _order(data)
-    if order is None:
-        return None
-    count = int.from_bytes(data[count_at.offset:count_at.end], order)
-    at = _round8(lens.offset + lens.elem_size * count)
-    if len(data) < at:
-        return None
-    out = []
-    for i in range(count):
-        start = lens.offset + lens.elem_size * i
-        n = int.from_bytes(data[start:start + lens.elem_size], order)
-        if at + n > len(data):
-            return None
-        out.append(data[at:at + n])
-        at += _round8(n)
-    return out, order
 
 
 def _field(message: tuple[list[bytes], str] | None, index: int, struct: str, name: str) -> int | None:
@@ -423,7 +392,6 @@ class Server:
         lustre_msg_early_size bytes (service.c: ptlrpc_at_send_early_reply packs one buffer;
         niobuf.c: ptlrpc_send_reply sets the type and the opcode, and pb_timeout the time
         the client may still wait)."""
-        from ptlrpc_conformance.harness.transport.lnet_mgs import message, _pack
         msg = _buffers(request)
         body = {}
         for name in ("pb_handle", "pb_version", "pb_opc", "pb_conn_cnt"):
