@@ -60,6 +60,7 @@ AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
 CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
 REPLY = spec.constant("PTL_RPC_MSG_REPLY")
+RECOVERY_FLAGS = spec.constant("MSG_REPLAY") | spec.constant("MSG_REQ_REPLAY_DONE") | spec.constant("MSG_LOCK_REPLAY_DONE")
 FLAGS2, REP_MBITS = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REP_MBITS")
 _HDR = spec.layout("lustre_msg_v2")
 MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
@@ -219,10 +220,16 @@ class Server:
     host:port (port 0: any free port; `address` says which).  `mgs`: the OST UUID the minimal
     MGS announces in its client config log (lnet_mgs.py), or None for no MGS.  `faults`: those
     put on the target's replies from the start, drawn with random.Random(`fault_seed`).
-    `request_log`: a file object that gets one JSON line per request received."""
+    `request_log`: a file object that gets one JSON line per request received.  `plan`: a
+    fault for the n-th request of the workload (counted from 0; a request to the OST that is
+    neither a connect nor part of a replay), put on its reply; `restarts`: the numbers of the
+    workload's requests that find the target restarting (the request is lost with its
+    connection, as in a server that rebooted as it came).  `record`: keep the conversation
+    (`conversation`, what `certify --client` judges)."""
 
     def __init__(self, adapter, nid: Nid | str, host: str, port: int, *, accept_all: bool = False, log=None,
-                 mgs: str | None = None, faults=(), fault_seed: int = 0, request_log=None):
+                 mgs: str | None = None, faults=(), fault_seed: int = 0, request_log=None,
+                 plan: dict[int, "Fault"] | None = None, restarts=(), record: bool = False):
         self.adapter, self.accept_all = adapter, accept_all
         self.node = Node(Nid.parse(nid) if isinstance(nid, str) else nid)
         self.mgs = None
@@ -244,6 +251,18 @@ class Server:
         self._peers: dict[str, Connection] = {}     # client -> the connection of its last request
         self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
         self._mgs_rep_mbits: set[str] = set()       # the same, of the MGS
+        self.plan = dict(plan or {})
+        self.restarts = frozenset(restarts)
+        self._workload = 0                          # the workload's requests so far (`plan`)
+        # the OST's requests and restarts as they came, each request a dict {"client", "xid",
+        # "data", "reply": the reply sent whole and in time (None: none), "fault"}
+        self.conversation: list[dict] | None = [] if record else None
+        self._entries: dict[tuple[str, int], dict] = {}   # (client, xid) -> its last entry
+
+    @property
+    def workload(self) -> int:
+        """How many requests of the workload (those `plan` counts) have come."""
+        return self._workload
 
     def start(self) -> "Server":
         self.listener.start()
@@ -289,6 +308,12 @@ class Server:
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
+            if self._note_request(client, xid, msg.payload, request, opc) in self.restarts:
+                self._restart()
+                outcome = self.adapter.call({"op": "restart"})
+                if not outcome.ok:
+                    self._say(f"the IUT's restart: {outcome.describe()}")
+                return
             mbits = self._reply_mbits(self._rep_mbits, client, request, opc, xid)
             self._pending[(client, xid)] = (reply_offset(msg.payload), mbits, pid, msg.payload)
             while len(self._pending) > MAX_PENDING:
@@ -326,6 +351,24 @@ class Server:
                 granted.add(client)
             elif grant is False:
                 granted.discard(client)
+
+    def _note_request(self, client: str, xid: int, data: bytes, request, opc) -> int | None:
+        """The conversation's entry of a request to the OST, with the fault `plan` puts on it;
+        its number in the workload (None: a connect or part of a replay)."""
+        flags = _field(request, 0, "ptlrpc_body_v3", "pb_flags") or 0
+        entry = {"client": client, "xid": xid, "data": data, "reply": None, "fault": "", "planned": None}
+        number = None
+        if opc not in CONNECTS and not flags & RECOVERY_FLAGS:
+            number = self._workload
+            entry["planned"] = self.plan.get(number)
+            entry["fault"] = "restart" if number in self.restarts else ""
+            self._workload += 1
+        self._entries[(client, xid)] = entry
+        while len(self._entries) > MAX_PENDING:
+            self._entries.pop(next(iter(self._entries)))
+        if self.conversation is not None:
+            self.conversation.append(entry)
+        return number
 
     def _record(self, client: str, msg: Message, opc, service) -> None:
         if self._request_log is None:
@@ -379,7 +422,12 @@ class Server:
         """PUT a reply to the process that asked (its pid, on `out.conn`), with the faults that
         fall on it; whether the reply was sent whole."""
         faults = self._draw_faults() if out.target else []
+        entry = self._entries.pop((out.client, out.xid), None) if out.target else None
+        if entry is not None and entry["planned"] is not None:
+            faults.append(entry["planned"])
         kinds = {f.kind: f for f in faults}
+        if entry is not None:
+            entry["fault"] = ",".join(sorted(kinds))
         for f in faults:
             self.counts["faults"] += 1
             self._say(f"fault {f.kind} on the reply to {out.client} xid {out.xid:#x}")
@@ -402,6 +450,8 @@ class Server:
             self._say(f"reply to {out.client} xid {out.xid:#x}: {sent.kind}: {sent.detail}")
             return False
         self.counts["replies"] += 1
+        if entry is not None and "delay" not in kinds:
+            entry["reply"] = out.payload      # a delayed reply is late: the client gave up on it
         return True
 
     def _draw_faults(self) -> list[Fault]:
@@ -448,8 +498,7 @@ class Server:
         deferred: list[_Outgoing] = []
         with self._lock:
             if op == "restart":
-                self._drop_connections()
-                self.node.incarnation = max(time.time_ns(), self.node.incarnation + 1)
+                self._restart()
             result: dict = {}
             if op != "status":
                 outcome = self.adapter.call({"op": op})
@@ -489,11 +538,19 @@ class Server:
             self.faults.append(fault)
         return {"ok": True, "result": self._status()}
 
+    def _restart(self) -> None:
+        """A reboot of the node (the IUT's restart is the caller's): a new incarnation."""
+        self._drop_connections()
+        self.node.incarnation = max(time.time_ns(), self.node.incarnation + 1)
+        if self.conversation is not None:
+            self.conversation.append({"restart": self.node.incarnation})
+
     def _drop_connections(self) -> None:
         """A reboot: every connection closed, the requests awaiting a reply forgotten."""
         for c in list(self.listener.connections):
             c.close()
         self._pending.clear()
+        self._entries.clear()
         self._peers.clear()
         self._rep_mbits.clear()
         self._mgs_rep_mbits.clear()
