@@ -59,9 +59,21 @@ def _input_problems(args) -> list[str]:
     return problems
 
 
+def _client_as_iut(args) -> list[str]:
+    """--client COMMAND is the IUT client:COMMAND, whose cases are the client area's."""
+    if args.client is None:
+        return []
+    if args.iut != options.BY_DEST["iut"].default:
+        return [f"--client and --iut {args.iut!r}: give one of them (the client's OST is the suite's reference)"]
+    args.iut = "client:" + args.client
+    if not (args.area or args.case):
+        args.area = ["client"]
+    return []
+
+
 def _certify(args) -> int:
     from ptlrpc_conformance.harness.data.vectors import VectorError, load_all   # jsonschema: +130 ms
-    problems = _input_problems(args)
+    problems = _client_as_iut(args) + _input_problems(args)
     if problems:
         for line in problems:
             print(f"ptlrpc-conformance: {line}", file=sys.stderr)
