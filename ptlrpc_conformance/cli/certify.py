@@ -63,8 +63,16 @@ def _client_as_iut(args) -> list[str]:
     """--client COMMAND is the IUT client:COMMAND, whose cases are the client area's."""
     if args.client is None:
         return []
+    import shlex
+    import shutil
     if args.iut != options.BY_DEST["iut"].default:
         return [f"--client and --iut {args.iut!r}: give one of them (the client's OST is the suite's reference)"]
+    try:
+        argv = shlex.split(args.client)
+    except ValueError as e:
+        return [f"--client {args.client!r}: {e}"]
+    if not argv or shutil.which(argv[0]) is None:
+        return [f"--client {args.client!r}: {argv[0] if argv else 'an empty command'} is no program to run"]
     args.iut = "client:" + args.client
     if not (args.area or args.case):
         args.area = ["client"]

@@ -25,7 +25,8 @@ CLIENT_TIMEOUT_MS = 1000     # the delay that outlasts a client's timeout (the m
 DELAY_MS = 3 * CLIENT_TIMEOUT_MS
 SCHEDULE_SPAN = 40           # faults fall on the first requests of the workload
 FAULT_CHANCE = 0.2
-FAULT_KINDS = ("drop", "delay", "early", "reset")
+# serve's faults (lnet_serve.Fault) as `--fault` writes them; the delay outlasts the client's timeout
+FAULT_KINDS = ("drop", f"delay={DELAY_MS}", "early", "reset", "error=ENOTCONN", "error=EINPROGRESS")
 RESTARTS = 2
 
 
@@ -99,8 +100,7 @@ def run_client(command: str, seed: int, run_time: float = RUN_TIME) -> ClientRun
     from ptlrpc_conformance.harness.transport.loader import load_adapter
     plan = schedule(seed)
     run = ClientRun(command, seed, plan)
-    faults = {n: lnet_serve.Fault(kind, DELAY_MS if kind == "delay" else None)
-              for n, kind in plan["faults"].items()}
+    faults = {n: lnet_serve.Fault.parse(kind) for n, kind in plan["faults"].items()}
     target = load_adapter("reference")
     target.start()
     server = lnet_serve.Server(target, lnet_serve.default_nid("127.0.0.1"), "127.0.0.1", 0, accept_all=True,

@@ -59,7 +59,7 @@ MGC_REPLY_PORTAL = spec.mgs()["portals"]["MGC_REPLY_PORTAL"]["value"]
 AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
 CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
-REPLY = spec.constant("PTL_RPC_MSG_REPLY")
+REPLY, ERR = spec.constant("PTL_RPC_MSG_REPLY"), spec.constant("PTL_RPC_MSG_ERR")
 RECOVERY_FLAGS = spec.constant("MSG_REPLAY") | spec.constant("MSG_REQ_REPLAY_DONE") | spec.constant("MSG_LOCK_REPLAY_DONE")
 FLAGS2, REP_MBITS = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REP_MBITS")
 _HDR = spec.layout("lustre_msg_v2")
@@ -155,6 +155,9 @@ class Fault:
     reset   the reply's headers and `value` bytes of its payload (default: half) are sent,
             then the connection is closed
     noop    `value` NOOPs (default 100) before the reply
+    error   the reply is replaced by ERR -`value` (an errno number; `--fault error=ENOTCONN` names
+            it): a ptlrpc_body alone, as a target that refused the request before its handler
+            packed a reply (ptlrpc_send_error); the IUT's own reply is not sent
 
     It applies to the next `count` replies (None: to every one), each with `probability`
     (drawn from serve's one generator, seeded: the same seed and the same replies give the
@@ -169,6 +172,8 @@ class Fault:
             raise ValueError(f"fault {self.kind!r}: expected one of {', '.join(FAULT_KINDS)}")
         if self.kind == "drop" and self.value is not None:
             raise ValueError(f"fault drop takes no value (given {self.value!r})")
+        if self.kind == "error" and not self.value:
+            raise ValueError("fault error needs the errno (error=ENOTCONN or error=107)")
         if self.value is not None and (isinstance(self.value, bool) or not isinstance(self.value, int)
                                        or not 0 <= self.value <= FAULT_VALUE_MAX[self.kind]):
             raise ValueError(f"fault {self.kind}: value {self.value!r} is not a whole number from 0 to "
@@ -184,6 +189,11 @@ class Fault:
     def parse(cls, text: str, probability: float = 1.0) -> "Fault":
         """KIND or KIND=VALUE, as `--fault` takes it; ValueError with the reason."""
         kind, sep, value = text.partition("=")
+        if kind == "error" and sep and not value.isdigit():
+            try:
+                value = str(spec.errno_value(value))
+            except KeyError:
+                raise ValueError(f"--fault {text!r}: {value!r} is no errno name Lustre uses") from None
         if sep and not value.isdigit():
             raise ValueError(f"--fault {text!r}: the value after '=' must be a whole number")
         return cls(kind, int(value) if sep else None, None, probability)
@@ -192,10 +202,10 @@ class Fault:
         return {"kind": self.kind, "value": self.value, "count": self.count, "probability": self.probability}
 
 
-FAULT_KINDS = ("drop", "delay", "early", "reset", "noop")
+FAULT_KINDS = ("drop", "delay", "early", "reset", "noop", "error")
 # the largest value of each kind: every fault ends (a delay of ten minutes, a storm of a
 # million NOOPs, a thousand early replies; a reset's bytes are cut at the payload's length)
-FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000}
+FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000, "error": 4095}
 NOOP_STORM = 100                # NOOPs a `noop` fault sends when it says no number
 EARLY_TIMEOUT = 10              # the seconds an early reply tells the client to wait on (pb_timeout)
 
@@ -434,13 +444,15 @@ class Server:
         if "noop" in kinds:
             out.conn.noop(NOOP_STORM if kinds["noop"].value is None else kinds["noop"].value)
         if "early" in kinds and out.offset:        # only a request that asked for AT gets one
-            early = self._early_reply(out.request)
+            early = self._body_reply(out.request, pb_type=REPLY, pb_timeout=EARLY_TIMEOUT)
             for _ in range(1 if kinds["early"].value is None else kinds["early"].value):
                 out.conn.put(out.portal, out.mbits, early, offset=0, dest_pid=out.pid)
         if "delay" in kinds:
             self.stopped.wait((kinds["delay"].value or 0) / 1000.0)
         if "drop" in kinds:
             return False
+        if "error" in kinds:
+            out.payload = self._body_reply(out.request, pb_type=ERR, pb_status=-kinds["error"].value)
         if "reset" in kinds:
             keep = len(out.payload) // 2 if kinds["reset"].value is None else kinds["reset"].value
             out.conn.put_cut(out.portal, out.mbits, out.payload, keep, offset=out.offset, dest_pid=out.pid)
@@ -468,18 +480,19 @@ class Server:
             return drawn
 
     @staticmethod
-    def _early_reply(request: bytes) -> bytes:
-        """An early reply to `request`: a lustre_msg_v2 holding a ptlrpc_body alone, of
-        lustre_msg_early_size bytes (service.c: ptlrpc_at_send_early_reply packs one buffer;
-        niobuf.c: ptlrpc_send_reply sets the type and the opcode, and pb_timeout the time
-        the client may still wait)."""
+    def _body_reply(request: bytes, **fields) -> bytes:
+        """A reply to `request` holding a ptlrpc_body alone with `fields` set: an early reply
+        (service.c: ptlrpc_at_send_early_reply packs one buffer of lustre_msg_early_size;
+        pb_timeout the time the client may still wait) or an ERR reply (ptlrpc_send_error).
+        niobuf.c: ptlrpc_send_reply sets the type and the opcode; the handle, version and
+        connection count are the request's."""
         from ptlrpc_conformance.harness.transport.lnet_mgs import message, _pack
         msg = _buffers(request)
         body = {}
         for name in ("pb_handle", "pb_version", "pb_opc", "pb_conn_cnt"):
             value = _field(msg, 0, "ptlrpc_body_v3", name)
             body[name] = value or 0
-        packed = _pack("ptlrpc_body_v3", pb_type=REPLY, pb_timeout=EARLY_TIMEOUT, **body)
+        packed = _pack("ptlrpc_body_v3", **body, **fields)
         return message([bytes(packed)])
 
     # -- control ------------------------------------------------------------------------
