@@ -199,9 +199,10 @@ OPTIONS: tuple[Option, ...] = (
                   "exec:COMMAND, or tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only)",
            cli=("--iut",), pytest="--iut", default="reference", pytest_default=None, metavar="SPEC",
            reproduce=True, commands=frozenset({_DECODE})),
-    Option("client", "certify a client: the suite serves its OST on 127.0.0.1, runs COMMAND ({{addr}}, {{port}} "
-                     "and {{nid}} replaced by serve's) under a fault schedule drawn from --seed and judges what it "
-                     "sends against the client rules (the same as --iut 'client:COMMAND', with --area client)",
+    Option("client", "certify a client: the suite serves its OST on 127.0.0.1, runs COMMAND (its placeholders "
+                     "addr, port and nid, each in braces, replaced by serve's) under a fault schedule drawn from "
+                     "--seed and judges what it sends against the client rules (the same as --iut "
+                     "'client:COMMAND', with --area client)",
            cli=("--client",), metavar="COMMAND"),
     Option("profile", "profile the verdicts follow: lustre-RELEASE[-literal][-reconstruct] (default: the one "
                       "spec/profiles.yaml names, the current Lustre code); certify and run also take all[-MODIFIER], "
