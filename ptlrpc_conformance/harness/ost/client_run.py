@@ -39,7 +39,7 @@ def schedule(seed: int) -> dict:
     request of the workload (from 0; connects and replays are not counted).  The same seed
     gives the same schedule."""
     rng = random.Random(f"client-schedule-{seed}")
-    faults = {n: rng.choice(FAULT_KINDS) for n in range(1, SCHEDULE_SPAN) if rng.random() < FAULT_CHANCE}
+    faults = {n: rng.choice(FAULT_KINDS) for n in range(SCHEDULE_SPAN) if rng.random() < FAULT_CHANCE}
     restarts = sorted(rng.sample(range(3, SCHEDULE_SPAN // 2), RESTARTS))
     return {"faults": faults, "restarts": restarts}
 
