@@ -64,3 +64,13 @@ def test_a_client_command_that_names_no_program_is_refused(run_cli):
 def test_client_and_iut_together_are_refused(run_cli):
     run = run_cli("certify", "--client", MODEL, "--iut", "python:iuts:decode_only")
     assert run.rc == 2 and "give one of them" in run.stderr
+
+
+def test_serve_s_error_fault_names_its_errno():
+    from ptlrpc_conformance import spec
+    from ptlrpc_conformance.harness.transport.lnet_serve import Fault
+    assert Fault.parse("error=ENOTCONN").value == spec.errno_value("ENOTCONN")
+    assert Fault.parse("error=115").value == 115
+    for bad in ("error", "error=ENOSUCHERR"):
+        with pytest.raises(ValueError):
+            Fault.parse(bad)

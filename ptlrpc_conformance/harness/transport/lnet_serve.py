@@ -269,11 +269,6 @@ class Server:
         self.conversation: list[dict] | None = [] if record else None
         self._entries: dict[tuple[str, int], dict] = {}   # (client, xid) -> its last entry
 
-    @property
-    def workload(self) -> int:
-        """How many requests of the workload (those `plan` counts) have come."""
-        return self._workload
-
     def start(self) -> "Server":
         self.listener.start()
         return self
