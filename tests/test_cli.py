@@ -56,8 +56,8 @@ def test_reference_passes_the_literal_profile(run_cli):
 
 
 @pytest.mark.parametrize("args, text", [
-    (["--iut", "nonsense"], "expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND' or "
-                            "'tshark[:PROGRAM]'"),
+    (["--iut", "nonsense"], "expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND', "
+                            "'tshark[:PROGRAM]' or 'client:COMMAND'"),
     (["--iut", "python:iuts"], "expected python:package.module:factory"),
     (["--iut", "exec:'unbalanced"], "No closing quotation"),
     (["--profile", "lustre-1.8"], "unknown profile 'lustre-1.8'"),
