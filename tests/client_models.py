@@ -198,14 +198,21 @@ def converse(client_class=ModelClient, seed: int = 0, ops: int = 24, faults: boo
     """The conversation of a `client_class` client with a fresh reference target: a connect,
     then `ops` creates and pings, with the faults and restarts `seed` chooses."""
     net = Net(seed, faults)
+    workload(client_class(net), seed, ops, net.restart if faults else None)
+    return net.events
+
+
+def workload(client: ModelClient, seed: int = 0, ops: int = 24, restart=None) -> None:
+    """A client's work: a connect, then `ops` creates and pings (which, `seed` chooses), and
+    the target restarted by `restart` (when given) at points `seed` chooses.  A client that
+    cannot get its work done stops (what it sent is judged all the same)."""
     rng = random.Random(seed ^ 0x5EED)
-    client = client_class(net)
     try:
         client.reconnect()
         restarts, made = 0, 0
         for _ in range(ops):
-            if faults and restarts < 2 and made and rng.random() < 0.15:
-                net.restart()
+            if restart is not None and restarts < 2 and made and rng.random() < 0.15:
+                restart()
                 restarts += 1
             if rng.random() < 0.7:
                 made += 1
@@ -213,8 +220,7 @@ def converse(client_class=ModelClient, seed: int = 0, ops: int = 24, faults: boo
             else:
                 client.ping()
     except Gone:
-        pass                     # what it sent is judged all the same
-    return net.events
+        pass
 
 
 # ---- the zoo: one bug each, and the requirement it breaks -------------------------------

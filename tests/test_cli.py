@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from conftest import USER_VECTOR
+from ptlrpc_conformance.harness.ost.client_judge import RULES
 
 
 def test_certify_reference_in_process_passes(run_cli):
@@ -17,7 +18,10 @@ def test_certify_reference_in_process_passes(run_cli):
     assert r["format"] == "ptlrpc-conformance-report/1"
     assert r["profile"] == "lustre-2.17.57" and r["lustre_version"] == "2.17.57"
     assert r["iut"]["hello"]["protocol"] == 1
-    assert r["summary"]["total"] >= 30 and r["summary"]["pass"] == r["summary"]["total"]
+    # every case passes but the client cases, which are not applicable (the reference is no client)
+    assert r["summary"]["total"] >= 30 and r["summary"]["pass"] == r["summary"]["total"] - len(RULES)
+    assert {c["id"].split(".")[0] for c in r["cases"] if c["verdict"] != "pass"} == {"client"}
+    assert r["summary"]["not-applicable"] == len(RULES)
     assert all(c["requirements"] for c in r["cases"])
     assert r["requirements"]["HDR-BUFCOUNT-1"]["verdict"] == "pass"
 
@@ -25,7 +29,8 @@ def test_certify_reference_in_process_passes(run_cli):
 def test_certify_subcommand_through_exec_with_workers(run_cli):
     run = run_cli("certify", "--iut", f"exec:{sys.executable} -m ptlrpc_conformance.reference", "-n", "2")
     assert run.rc == 0, run.stdout + run.stderr
-    assert run.report["summary"]["pass"] == run.report["summary"]["total"] >= 30
+    assert run.report["summary"]["pass"] == run.report["summary"]["total"] - len(RULES) >= 30
+    assert run.report["summary"]["not-applicable"] == len(RULES)        # the client cases
 
 
 def test_an_old_case_id_selects_the_cases_that_replaced_it(run_cli):
@@ -52,7 +57,7 @@ def test_reference_passes_the_literal_profile(run_cli):
 
 @pytest.mark.parametrize("args, text", [
     (["--iut", "nonsense"], "expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND', "
-                            "'tshark[:PROGRAM]' or 'lnet-tcp:NID?target=UUID'"),
+                            "'tshark[:PROGRAM]', 'lnet-tcp:NID?target=UUID' or 'client:COMMAND'"),
     (["--iut", "python:iuts"], "expected python:package.module:factory"),
     (["--iut", "exec:'unbalanced"], "No closing quotation"),
     (["--profile", "lustre-1.8"], "unknown profile 'lustre-1.8'"),
@@ -152,15 +157,10 @@ def test_requirements_lists_the_registry(run_cli):
     import re
     m = re.search(r"coverage: (\d+) of (\d+) requirements of profile lustre-2.17.57 are exercised \((\d+) of (\d+) MUST\)",
                   run.stdout)
-    # every requirement has a case but a client's (capability client): no case runs a client
-    # until `certify --client` (issue 36 §2), and the listing says so (cases=0) and exits 1,
-    # as it does for any MUST requirement no case exercises
-    from ptlrpc_conformance.harness.data import registry
-    client = [r for r in registry.requirements().values() if r.capability == "client"]
-    assert client and all(re.search(rf"^{r.id} +\S+ +cases=0 ", run.stdout, re.M) for r in client)
-    assert m and int(m.group(2)) - int(m.group(1)) == len(client), run.stdout[-500:]
-    assert int(m.group(4)) - int(m.group(3)) == sum(r.level == "MUST" for r in client), run.stdout[-500:]
-    assert run.rc == 1
+    # every requirement has a case, a client's too (client.conduct.*, run by certify --client)
+    assert m and m.group(1) == m.group(2) and m.group(3) == m.group(4), run.stdout[-500:]
+    assert re.search(r"^CLI-XID-1 +\S+ +cases=1 ", run.stdout, re.M), run.stdout[-500:]
+    assert run.rc == 0
 
 
 def test_help_and_version(run_cli):

@@ -386,8 +386,9 @@ def test_a_decode_only_iut_gets_no_encoder_or_structure_requirement(run_cli):
 def test_the_reference_exercises_every_requirement_of_the_default_profile(run_cli):
     """Every passing suite case says what it exercised (among what it lists), and together
     they exercise every requirement of the default profile that a target or codec can: the
-    reference is no client, and a client's requirements (capability client) are judged over a
-    client's conversation (tests/test_client_rules.py), never in this certification."""
+    reference is no client: a client's requirements (capability client) are judged over the
+    conversation of a client `certify --client` runs (tests/test_client_certify.py), and are
+    not applicable here."""
     r = run_cli("--iut", "reference").report
     profile = registry.profile(None).name
     in_profile = {rid for rid, req in registry.requirements().items()
@@ -399,5 +400,7 @@ def test_the_reference_exercises_every_requirement_of_the_default_profile(run_cl
     assert {rid: e["verdict"] for rid, e in r["requirements"].items() if rid in in_profile and e["verdict"] != "pass"} \
         == {}
     assert in_profile <= set(r["requirements"])
+    client = {rid for rid, req in registry.requirements().items() if req.capability == "client"}
+    assert client and {r["requirements"][rid]["verdict"] for rid in client} == {"not-applicable"}
     for rid in in_profile:
         assert r["requirements"][rid]["exercised_by"], rid

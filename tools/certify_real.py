@@ -2,6 +2,7 @@
 """Certify a real implementation and regenerate its published certification document.
 
     python3 tools/certify_real.py ktest --ktest /path/to/lustre_tcp_client.py
+    python3 tools/certify_real.py ktest-client --ktest /path/to/lustre_tcp_client.py
     python3 tools/certify_real.py lustre --lustre /path/to/lustre-release [--lustre TREE ...]
     python3 tools/certify_real.py lustre --lustre /path/to/lustre-release --profile lustre-2.17.57
 
@@ -15,6 +16,11 @@ document is about), then `ptlrpc-conformance certification-doc` with the impleme
 notes file, writing docs/certifications/<name>.md:
 
     ktest-lustre_tcp_client-<version>.md   notes: ktest-lustre_tcp_client-notes.md
+    ktest-lustre_tcp_client-client-<version>.md  notes: ktest-lustre_tcp_client-client-notes.md
+
+(`ktest-client` certifies the same file as a client under test: `certify --client`, its
+mount and unmount against the suite's served OST and MGS at seed 1, as root for its
+privileged source port.)
     lustre-<version>-pack_generic.md       notes: lustre-<version>-pack_generic-notes.md, else
                                            lustre-pack_generic-notes.md
 
@@ -142,12 +148,30 @@ def main(argv=None) -> int:
     k = sub.add_parser("ktest", help="ktest's tools/lustre_tcp_client.py")
     k.add_argument("--ktest", required=True, help="path to ktest's tools/lustre_tcp_client.py")
     k.add_argument("--out", default="/tmp/cert-ktest")
+    kc = sub.add_parser("ktest-client", help="ktest's tools/lustre_tcp_client.py as a client under test")
+    kc.add_argument("--ktest", required=True, help="path to ktest's tools/lustre_tcp_client.py")
+    kc.add_argument("--out", default="/tmp/cert-ktest-client")
     lu = sub.add_parser("lustre", help="Lustre's pack_generic.c unpacking, from lustre-release trees")
     lu.add_argument("--lustre", required=True, action="append", help="a lustre-release tree (repeatable)")
     lu.add_argument("--out", default="/tmp/cert-lustre")
     lu.add_argument("--profile", help="certify under this one profile (default: all, the release matrix)")
     args = ap.parse_args(argv)
-    if args.what == "ktest":
+    if args.what == "ktest-client":
+        if not os.path.isfile(args.ktest):
+            ap.error(f"--ktest {args.ktest}: no such file")
+        import hashlib
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("ktest_testee", ROOT / KTEST_SHIM)
+        shim = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(shim)            # its known files: the commit of each sha256
+        digest = hashlib.sha256(pathlib.Path(args.ktest).read_bytes()).hexdigest()
+        version = shim.KNOWN_SHA256.get(digest, "unpinned")
+        command = (f"python3 {os.path.abspath(args.ktest)} --server {{addr}} --port {{port}} "
+                   "--fsname lustre --timeout 2")
+        certify(f"client:{command}", args.out, extra=["--seed", "1", "--area", "client"])
+        doc = document(args.out, "ktest-lustre_tcp_client-client-notes.md",
+                       f"ktest-lustre_tcp_client-client-{version}.md")
+    elif args.what == "ktest":
         if not os.path.isfile(args.ktest):
             ap.error(f"--ktest {args.ktest}: no such file")
         env = dict(os.environ, KTEST_LUSTRE_CLIENT=os.path.abspath(args.ktest))

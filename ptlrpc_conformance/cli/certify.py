@@ -62,9 +62,29 @@ def _input_problems(args) -> list[str]:
     return problems
 
 
+def _client_as_iut(args) -> list[str]:
+    """--client COMMAND is the IUT client:COMMAND, whose cases are the client area's."""
+    if args.client is None:
+        return []
+    import shlex
+    import shutil
+    if args.iut != options.BY_DEST["iut"].default:
+        return [f"--client and --iut {args.iut!r}: give one of them (the client's OST is the suite's reference)"]
+    try:
+        argv = shlex.split(args.client)
+    except ValueError as e:
+        return [f"--client {args.client!r}: {e}"]
+    if not argv or shutil.which(argv[0]) is None:
+        return [f"--client {args.client!r}: {argv[0] if argv else 'an empty command'} is no program to run"]
+    args.iut = "client:" + args.client
+    if not (args.area or args.case):
+        args.area = ["client"]
+    return []
+
+
 def _certify(args) -> int:
     from ptlrpc_conformance.harness.data.vectors import VectorError, load_all   # jsonschema: +130 ms
-    problems = _input_problems(args)
+    problems = _client_as_iut(args) + _input_problems(args)
     if problems:
         for line in problems:
             print(f"ptlrpc-conformance: {line}", file=sys.stderr)

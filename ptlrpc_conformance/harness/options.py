@@ -196,9 +196,15 @@ _LIST, _DECODE, _REQUIREMENTS, _EXPORT = "list", "decode", "requirements", "expo
 OPTIONS: tuple[Option, ...] = (
     Option("iut", "implementation under test: reference (the default; reference:RELEASE behaves as that "
                   "Lustre release's code, e.g. reference:2.15.8), python:package.module:factory, "
-                  "exec:COMMAND, or tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only)",
+                  "exec:COMMAND, tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only), or client:COMMAND "
+                  "(a client the suite runs: --client)",
            cli=("--iut",), pytest="--iut", default="reference", pytest_default=None, metavar="SPEC",
            reproduce=True, commands=frozenset({_DECODE})),
+    Option("client", "certify a client: the suite serves its OST on 127.0.0.1, runs COMMAND (its placeholders "
+                     "addr, port and nid, each in braces, replaced by serve's) under a fault schedule drawn from "
+                     "--seed and judges what it sends against the client rules (the same as --iut "
+                     "'client:COMMAND', with --area client)",
+           cli=("--client",), metavar="COMMAND"),
     Option("profile", "profile the verdicts follow: lustre-RELEASE[-literal][-reconstruct] (default: the one "
                       "spec/profiles.yaml names, the current Lustre code); certify and run also take all[-MODIFIER], "
                       "every release's profile in one run (the release matrix)",

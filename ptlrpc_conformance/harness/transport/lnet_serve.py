@@ -60,7 +60,8 @@ MGS_PORTAL = spec.mgs()["portals"]["MGS_REQUEST_PORTAL"]["value"]
 MGC_REPLY_PORTAL = spec.mgs()["portals"]["MGC_REPLY_PORTAL"]["value"]
 AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
-REPLY = spec.constant("PTL_RPC_MSG_REPLY")
+REPLY, ERR = spec.constant("PTL_RPC_MSG_REPLY"), spec.constant("PTL_RPC_MSG_ERR")
+RECOVERY_FLAGS = spec.constant("MSG_REPLAY") | spec.constant("MSG_REQ_REPLAY_DONE") | spec.constant("MSG_LOCK_REPLAY_DONE")
 FLAGS2, REP_MBITS = spec.constant("OBD_CONNECT_FLAGS2"), spec.constant("OBD_CONNECT2_REP_MBITS")
 _HDR = spec.layout("lustre_msg_v2")
 MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
@@ -123,6 +124,9 @@ class Fault:
     reset   the reply's headers and `value` bytes of its payload (default: half) are sent,
             then the connection is closed
     noop    `value` NOOPs (default 100) before the reply
+    error   the reply is replaced by ERR -`value` (an errno number; `--fault error=ENOTCONN` names
+            it): a ptlrpc_body alone, as a target that refused the request before its handler
+            packed a reply (ptlrpc_send_error); the IUT's own reply is not sent
 
     It applies to the next `count` replies (None: to every one), each with `probability`
     (drawn from serve's one generator, seeded: the same seed and the same replies give the
@@ -137,6 +141,8 @@ class Fault:
             raise ValueError(f"fault {self.kind!r}: expected one of {', '.join(FAULT_KINDS)}")
         if self.kind == "drop" and self.value is not None:
             raise ValueError(f"fault drop takes no value (given {self.value!r})")
+        if self.kind == "error" and not self.value:
+            raise ValueError("fault error needs the errno (error=ENOTCONN or error=107)")
         if self.value is not None and (isinstance(self.value, bool) or not isinstance(self.value, int)
                                        or not 0 <= self.value <= FAULT_VALUE_MAX[self.kind]):
             raise ValueError(f"fault {self.kind}: value {self.value!r} is not a whole number from 0 to "
@@ -152,6 +158,11 @@ class Fault:
     def parse(cls, text: str, probability: float = 1.0) -> "Fault":
         """KIND or KIND=VALUE, as `--fault` takes it; ValueError with the reason."""
         kind, sep, value = text.partition("=")
+        if kind == "error" and sep and not value.isdigit():
+            try:
+                value = str(spec.errno_value(value))
+            except KeyError:
+                raise ValueError(f"--fault {text!r}: {value!r} is no errno name Lustre uses") from None
         if sep and not value.isdigit():
             raise ValueError(f"--fault {text!r}: the value after '=' must be a whole number")
         return cls(kind, int(value) if sep else None, None, probability)
@@ -160,10 +171,10 @@ class Fault:
         return {"kind": self.kind, "value": self.value, "count": self.count, "probability": self.probability}
 
 
-FAULT_KINDS = ("drop", "delay", "early", "reset", "noop")
+FAULT_KINDS = ("drop", "delay", "early", "reset", "noop", "error")
 # the largest value of each kind: every fault ends (a delay of ten minutes, a storm of a
 # million NOOPs, a thousand early replies; a reset's bytes are cut at the payload's length)
-FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000}
+FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000, "error": 4095}
 NOOP_STORM = 100                # NOOPs a `noop` fault sends when it says no number
 EARLY_TIMEOUT = 10              # the seconds an early reply tells the client to wait on (pb_timeout)
 
@@ -188,10 +199,16 @@ class Server:
     host:port (port 0: any free port; `address` says which).  `mgs`: the OST UUID the minimal
     MGS announces in its client config log (lnet_mgs.py), or None for no MGS.  `faults`: those
     put on the target's replies from the start, drawn with random.Random(`fault_seed`).
-    `request_log`: a file object that gets one JSON line per request received."""
+    `request_log`: a file object that gets one JSON line per request received.  `plan`: a
+    fault for the n-th request of the workload (counted from 0; a request to the OST that is
+    neither a connect nor part of a replay), put on its reply; `restarts`: the numbers of the
+    workload's requests that find the target restarting (the request is lost with its
+    connection, as in a server that rebooted as it came).  `record`: keep the conversation
+    (`conversation`, what `certify --client` judges)."""
 
     def __init__(self, adapter, nid: Nid | str, host: str, port: int, *, accept_all: bool = False, log=None,
-                 mgs: str | None = None, faults=(), fault_seed: int = 0, request_log=None):
+                 mgs: str | None = None, faults=(), fault_seed: int = 0, request_log=None,
+                 plan: dict[int, "Fault"] | None = None, restarts=(), record: bool = False):
         self.adapter, self.accept_all = adapter, accept_all
         self.node = Node(Nid.parse(nid) if isinstance(nid, str) else nid)
         self.mgs = None
@@ -213,6 +230,13 @@ class Server:
         self._peers: dict[str, Connection] = {}     # client -> the connection of its last request
         self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
         self._mgs_rep_mbits: set[str] = set()       # the same, of the MGS
+        self.plan = dict(plan or {})
+        self.restarts = frozenset(restarts)
+        self._workload = 0                          # the workload's requests so far (`plan`)
+        # the OST's requests and restarts as they came, each request a dict {"client", "xid",
+        # "data", "reply": the reply sent whole and in time (None: none), "fault"}
+        self.conversation: list[dict] | None = [] if record else None
+        self._entries: dict[tuple[str, int], dict] = {}   # (client, xid) -> its last entry
 
     def start(self) -> "Server":
         self.listener.start()
@@ -258,6 +282,12 @@ class Server:
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
+            if self._note_request(client, xid, msg.payload, request, opc) in self.restarts:
+                self._restart()
+                outcome = self.adapter.call({"op": "restart"})
+                if not outcome.ok:
+                    self._say(f"the IUT's restart: {outcome.describe()}")
+                return
             mbits = self._reply_mbits(self._rep_mbits, client, request, opc, xid)
             self._pending[(client, xid)] = (reply_offset(msg.payload), mbits, pid, msg.payload)
             while len(self._pending) > MAX_PENDING:
@@ -295,6 +325,24 @@ class Server:
                 granted.add(client)
             elif grant is False:
                 granted.discard(client)
+
+    def _note_request(self, client: str, xid: int, data: bytes, request, opc) -> int | None:
+        """The conversation's entry of a request to the OST, with the fault `plan` puts on it;
+        its number in the workload (None: a connect or part of a replay)."""
+        flags = _field(request, 0, "ptlrpc_body_v3", "pb_flags") or 0
+        entry = {"client": client, "xid": xid, "data": data, "reply": None, "fault": "", "planned": None}
+        number = None
+        if opc not in CONNECTS and not flags & RECOVERY_FLAGS:
+            number = self._workload
+            entry["planned"] = self.plan.get(number)
+            entry["fault"] = "restart" if number in self.restarts else ""
+            self._workload += 1
+        self._entries[(client, xid)] = entry
+        while len(self._entries) > MAX_PENDING:
+            self._entries.pop(next(iter(self._entries)))
+        if self.conversation is not None:
+            self.conversation.append(entry)
+        return number
 
     def _record(self, client: str, msg: Message, opc, service) -> None:
         if self._request_log is None:
@@ -348,20 +396,27 @@ class Server:
         """PUT a reply to the process that asked (its pid, on `out.conn`), with the faults that
         fall on it; whether the reply was sent whole."""
         faults = self._draw_faults() if out.target else []
+        entry = self._entries.pop((out.client, out.xid), None) if out.target else None
+        if entry is not None and entry["planned"] is not None:
+            faults.append(entry["planned"])
         kinds = {f.kind: f for f in faults}
+        if entry is not None:
+            entry["fault"] = ",".join(sorted(kinds))
         for f in faults:
             self.counts["faults"] += 1
             self._say(f"fault {f.kind} on the reply to {out.client} xid {out.xid:#x}")
         if "noop" in kinds:
             out.conn.noop(NOOP_STORM if kinds["noop"].value is None else kinds["noop"].value)
         if "early" in kinds and out.offset:        # only a request that asked for AT gets one
-            early = self._early_reply(out.request)
+            early = self._body_reply(out.request, pb_type=REPLY, pb_timeout=EARLY_TIMEOUT)
             for _ in range(1 if kinds["early"].value is None else kinds["early"].value):
                 out.conn.put(out.portal, out.mbits, early, offset=0, dest_pid=out.pid)
         if "delay" in kinds:
             self.stopped.wait((kinds["delay"].value or 0) / 1000.0)
         if "drop" in kinds:
             return False
+        if "error" in kinds:
+            out.payload = self._body_reply(out.request, pb_type=ERR, pb_status=-kinds["error"].value)
         if "reset" in kinds:
             keep = len(out.payload) // 2 if kinds["reset"].value is None else kinds["reset"].value
             out.conn.put_cut(out.portal, out.mbits, out.payload, keep, offset=out.offset, dest_pid=out.pid)
@@ -371,6 +426,8 @@ class Server:
             self._say(f"reply to {out.client} xid {out.xid:#x}: {sent.kind}: {sent.detail}")
             return False
         self.counts["replies"] += 1
+        if entry is not None and "delay" not in kinds:
+            entry["reply"] = out.payload      # a delayed reply is late: the client gave up on it
         return True
 
     def _draw_faults(self) -> list[Fault]:
@@ -387,17 +444,18 @@ class Server:
             return drawn
 
     @staticmethod
-    def _early_reply(request: bytes) -> bytes:
-        """An early reply to `request`: a lustre_msg_v2 holding a ptlrpc_body alone, of
-        lustre_msg_early_size bytes (service.c: ptlrpc_at_send_early_reply packs one buffer;
-        niobuf.c: ptlrpc_send_reply sets the type and the opcode, and pb_timeout the time
-        the client may still wait)."""
+    def _body_reply(request: bytes, **fields) -> bytes:
+        """A reply to `request` holding a ptlrpc_body alone with `fields` set: an early reply
+        (service.c: ptlrpc_at_send_early_reply packs one buffer of lustre_msg_early_size;
+        pb_timeout the time the client may still wait) or an ERR reply (ptlrpc_send_error).
+        niobuf.c: ptlrpc_send_reply sets the type and the opcode; the handle, version and
+        connection count are the request's."""
         msg = _buffers(request)
         body = {}
         for name in ("pb_handle", "pb_version", "pb_opc", "pb_conn_cnt"):
             value = _field(msg, 0, "ptlrpc_body_v3", name)
             body[name] = value or 0
-        packed = _pack("ptlrpc_body_v3", pb_type=REPLY, pb_timeout=EARLY_TIMEOUT, **body)
+        packed = _pack("ptlrpc_body_v3", **body, **fields)
         return message([bytes(packed)])
 
     # -- control ------------------------------------------------------------------------
@@ -416,8 +474,7 @@ class Server:
         deferred: list[_Outgoing] = []
         with self._lock:
             if op == "restart":
-                self._drop_connections()
-                self.node.incarnation = max(time.time_ns(), self.node.incarnation + 1)
+                self._restart()
             result: dict = {}
             if op != "status":
                 outcome = self.adapter.call({"op": op})
@@ -457,11 +514,19 @@ class Server:
             self.faults.append(fault)
         return {"ok": True, "result": self._status()}
 
+    def _restart(self) -> None:
+        """A reboot of the node (the IUT's restart is the caller's): a new incarnation."""
+        self._drop_connections()
+        self.node.incarnation = max(time.time_ns(), self.node.incarnation + 1)
+        if self.conversation is not None:
+            self.conversation.append({"restart": self.node.incarnation})
+
     def _drop_connections(self) -> None:
         """A reboot: every connection closed, the requests awaiting a reply forgotten."""
         for c in list(self.listener.connections):
             c.close()
         self._pending.clear()
+        self._entries.clear()
         self._peers.clear()
         self._rep_mbits.clear()
         self._mgs_rep_mbits.clear()

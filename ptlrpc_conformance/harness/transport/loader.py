@@ -6,11 +6,14 @@
   exec:COMMAND                    a process speaking the protocol on stdin/stdout
   tshark[:PROGRAM]                Wireshark's Lustre dissector (decode only)
   lnet-tcp:NID?target=UUID&...    a live OST over LNet TCP (lnet_tcp.py; docs/live.md)
+  client:COMMAND                  an LNet client the suite runs against its own served OST
+                                  (`certify --client COMMAND`; harness/ost/client_run.py)
 """
 from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 
 from ptlrpc_conformance.harness.transport.adapter import (
@@ -69,6 +72,15 @@ def _load(spec: str | None, timeout: float) -> Adapter:
     if spec == "tshark" or spec.startswith("tshark:"):   # Wireshark's Lustre dissector, decode only
         from ptlrpc_conformance.harness.transport import tshark     # its capture code only when it is the IUT
         return tshark.make(spec[len("tshark:"):] if spec.startswith("tshark:") else None, timeout=timeout)
+    if spec.startswith("client:"):
+        command = spec[len("client:"):].strip()
+        try:
+            argv = shlex.split(command)
+        except ValueError as e:
+            raise UsageError(f"--client {command!r}: {e}") from None
+        if not argv:
+            raise UsageError("--client: give the command that starts the client")
+        return InProcessAdapter(ClientUnderTest(command), description=spec)
     if spec.startswith("exec:"):
         command = spec[len("exec:"):].strip()
         try:
@@ -76,7 +88,26 @@ def _load(spec: str | None, timeout: float) -> Adapter:
         except ValueError as e:   # shlex: unbalanced quotes
             raise UsageError(f"--iut {spec!r}: {e}") from None
     raise UsageError(f"--iut {spec!r}: expected 'reference[:RELEASE]', 'python:package.module:factory', 'exec:COMMAND', "
-                     "'tshark[:PROGRAM]' or 'lnet-tcp:NID?target=UUID'")
+                     "'tshark[:PROGRAM]', 'lnet-tcp:NID?target=UUID' or 'client:COMMAND'")
+
+
+class ClientUnderTest:
+    """The IUT of `certify --client COMMAND`: a client, which answers no testee operation (the
+    suite does not call it; it runs `command` against its own served OST: the client cases,
+    suites/test_client.py).  Its hello declares capability `client` and names the command."""
+
+    def __init__(self, command: str):
+        self.command = command
+
+    def handle(self, request: dict) -> dict:
+        if request.get("op") == "hello":
+            argv = shlex.split(self.command)
+            program = argv[1] if os.path.basename(argv[0]).startswith("python") and len(argv) > 1 else argv[0]
+            return {"id": request.get("id"), "ok": True,
+                    "result": {"name": f"client {os.path.basename(program)}", "version": "(as started)",
+                               "capabilities": ["client"], "protocol": 1}}
+        return {"id": request.get("id"), "ok": False, "error": "EOPNOTSUPP",
+                "detail": "a client under test answers no testee operation"}
 
 
 def _importable_from_cwd() -> None:

@@ -41,7 +41,9 @@ CAPABILITY_OF_OP = {
     "restart": "restart",
     "end_recovery": "restart",
 }
-KNOWN_CAPABILITIES = frozenset(CAPABILITY_OF_OP.values())
+# "client": an LNet client the suite runs and serves (`client:COMMAND`, loader.py); no testee
+# operation needs it
+KNOWN_CAPABILITIES = frozenset(CAPABILITY_OF_OP.values()) | {"client"}
 ERRNO_NAME = re.compile(r"^E[A-Z0-9]{1,31}$")
 
 

@@ -1,0 +1,76 @@
+"""`certify --client COMMAND` end to end on loopback: the suite serves its reference OST, runs
+the client (the model client of client_models.py over LNet, tests/lnet_model_client.py)
+under the fault schedule of the run's seed and judges its conversation against the client
+rules.  The correct client passes; a broken one is charged to its own requirement only; a
+client that sends nothing is not certified."""
+import sys
+
+import pytest
+
+from client_models import ZOO
+from conftest import TESTS
+from ptlrpc_conformance.harness.ost import client_run
+from ptlrpc_conformance.harness.ost.client_judge import RULES
+
+MODEL = f"{sys.executable} {TESTS / 'lnet_model_client.py'} --addr {{addr}} --port {{port}}"
+SEED = "1"      # its schedule exercises every client rule (errors, drops, early replies, two restarts)
+BROKEN = {c.__name__: c.breaks for c in ZOO}
+
+
+def test_the_same_seed_gives_the_same_schedule():
+    assert client_run.schedule(7) == client_run.schedule(7)
+    assert client_run.schedule(7) != client_run.schedule(8)
+
+
+def test_the_model_client_passes_every_client_rule(run_cli):
+    run = run_cli("certify", "--client", MODEL, "--seed", SEED)
+    assert run.rc == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    r = run.report
+    assert {c["id"]: c["verdict"] for c in r["cases"]} == {f"client.conduct.{rid.lower()[4:]}": "pass" for rid in RULES}
+    assert {rid: r["requirements"][rid]["verdict"] for rid in RULES} == {rid: "pass" for rid in RULES}
+    assert r["level"]["certified_capabilities"] == ["client"]
+    assert r["iut"]["spec"] == "client:" + MODEL and r["iut"]["hello"]["capabilities"] == ["client"]
+    assert "--iut" in r["reproduce"] and "client:" + MODEL in r["reproduce"] and SEED in r["reproduce"]
+
+
+@pytest.mark.parametrize("bug", ["ResendsWithoutResent", "ReplaysOutOfOrder", "KeepsConnCnt", "EinprogressKeepsXid"])
+def test_a_broken_client_is_charged_to_its_own_requirement(run_cli, bug):
+    run = run_cli("certify", "--client", f"{MODEL} --bug {bug}", "--seed", SEED)
+    assert run.rc == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    r = run.report
+    assert r["level"]["failing_must"] == [BROKEN[bug]]
+    failed = [c for c in r["cases"] if c["verdict"] == "fail"]
+    assert [c["failed_requirements"] for c in failed] == [[BROKEN[bug]]]
+    repro = failed[0]["notes"]["client_reproducer"]
+    assert repro["seed"] == int(SEED)
+    assert repro["schedule"] == {"faults": {str(n): k for n, k in sorted(client_run.schedule(1)["faults"].items())},
+                                 "restarts": client_run.schedule(1)["restarts"]}
+    assert repro["exchanges"] and all("request" in e or "restart" in e for e in repro["exchanges"])
+
+
+def test_a_client_that_sends_nothing_is_not_certified(run_cli):
+    run = run_cli("certify", "--client", f"{sys.executable} -c pass", "--seed", SEED)
+    assert run.rc == 5, run.stdout[-2000:] + run.stderr[-2000:]
+    r = run.report
+    assert r["level"]["status"] == "not certified"
+    assert {r["requirements"][rid]["verdict"] for rid in RULES} == {"not-exercised"}
+
+
+def test_a_client_command_that_names_no_program_is_refused(run_cli):
+    run = run_cli("certify", "--client", "/nonexistent/lustre-client --addr {addr}")
+    assert run.rc == 2 and "is no program to run" in run.stderr
+
+
+def test_client_and_iut_together_are_refused(run_cli):
+    run = run_cli("certify", "--client", MODEL, "--iut", "python:iuts:decode_only")
+    assert run.rc == 2 and "give one of them" in run.stderr
+
+
+def test_serve_s_error_fault_names_its_errno():
+    from ptlrpc_conformance import spec
+    from ptlrpc_conformance.harness.transport.lnet_serve import Fault
+    assert Fault.parse("error=ENOTCONN").value == spec.errno_value("ENOTCONN")
+    assert Fault.parse("error=115").value == 115
+    for bad in ("error", "error=ENOSUCHERR"):
+        with pytest.raises(ValueError):
+            Fault.parse(bad)
