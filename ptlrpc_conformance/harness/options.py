@@ -196,8 +196,9 @@ _LIST, _DECODE, _REQUIREMENTS, _EXPORT = "list", "decode", "requirements", "expo
 OPTIONS: tuple[Option, ...] = (
     Option("iut", "implementation under test: reference (the default; reference:RELEASE behaves as that "
                   "Lustre release's code, e.g. reference:2.15.8), python:package.module:factory, "
-                  "exec:COMMAND, tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only), or client:COMMAND "
-                  "(a client the suite runs: --client)",
+                  "exec:COMMAND, tshark[:PROGRAM] (Wireshark's Lustre dissector, decode only), "
+                  "lnet-tcp:NID?target=UUID&... (a live OST over LNet TCP, read-only by default: docs/live.md), "
+                  "or client:COMMAND (a client the suite runs: --client)",
            cli=("--iut",), pytest="--iut", default="reference", pytest_default=None, metavar="SPEC",
            reproduce=True, commands=frozenset({_DECODE})),
     Option("client", "certify a client: the suite serves its OST on 127.0.0.1, runs COMMAND (its placeholders "
