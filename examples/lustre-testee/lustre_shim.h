@@ -56,6 +56,15 @@ static inline size_t cfs_size_round(size_t val)
 	return (val + 7) & ~(size_t)7;
 }
 #define BIT(nr) (1UL << (nr))
+#define fallthrough __attribute__((__fallthrough__))
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+/* llog_swab.c marks server-only routines (2.15 on): compiled here as any other */
+#define SERVER_ONLY
+#define SERVER_ONLY_EXPORT_SYMBOL(sym)
+#define EXPORT_SYMBOL(sym)
 #define max(x, y) ({ __typeof__(x) _max_x = (x); __typeof__(y) _max_y = (y); \
 		    _max_x > _max_y ? _max_x : _max_y; })
 #define min(x, y) ({ __typeof__(x) _min_x = (x); __typeof__(y) _min_y = (y); \
