@@ -59,7 +59,7 @@ def _swab(rules: dict, constants: dict) -> dict:
     """Swab rules with constant names resolved to values."""
     out = {}
     for name, rule in rules.items():
-        r = {k: v for k, v in rule.items() if k in ("opaque", "cite")}
+        r = {k: v for k, v in rule.items() if k in ("opaque", "union_as", "swab_first", "cite")}
         if "when" in rule:
             r["when"] = {f: [[flag, constants[c]["value"]] for flag, c in conds] for f, conds in rule["when"].items()}
         if "union_by" in rule:

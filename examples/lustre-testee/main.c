@@ -82,6 +82,7 @@ struct lt_struct {
 	const struct lt_step *steps;
 	int (*swab)(void *p, size_t n);
 	const char *routine, *file;
+	int direct;         /* decode_struct decodes it (else only as an element of another's array) */
 };
 
 struct lt_format {
@@ -667,7 +668,7 @@ static void op_decode_struct(struct sbuf *out, const struct jvalue *id, const st
 		return;
 	}
 	st = lt_find(type->str);
-	if (st == NULL) {
+	if (st == NULL || !st->direct) {
 		free(bytes);
 		snprintf(detail, sizeof detail, "%.80s: no swab routine of this tree decodes it", type->str);
 		error_response(out, id, "EOPNOTSUPP", detail);

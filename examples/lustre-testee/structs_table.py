@@ -170,9 +170,9 @@ def render(info: dict, release: str, why: str) -> str:
             how = swabbers[chosen[n]]
             kind = "union" if table[n].get("kind") == "union" else "struct"
             out.append(f'\t{{"{n}", {size}, sizeof({kind} {n}), lt_steps_{n}, lt_swab_{n}, '
-                       f'"{chosen[n]}", "{how["file"]}"}},')
-        else:
-            out.append(f'\t{{"{n}", {size}, {size}, lt_steps_{n}, NULL, NULL, NULL}},')
+                       f'"{chosen[n]}", "{how["file"]}", 1}},')
+        else:   # a required structure no routine swaps (opaque bytes), or only an element of another's array
+            out.append(f'\t{{"{n}", {size}, {size}, lt_steps_{n}, NULL, NULL, NULL, {int(n in required)}}},')
     out += ["};", f"#define LT_NSTRUCTS {len(order)}", ""]
     # aliases: the seed documents' names (docs/testee-protocol.md section 2.5)
     aliases = {a: c for a, c in layouts.load()["aliases"].items() if c in index}
