@@ -194,17 +194,9 @@ def _swab_rules(release: str) -> dict:
     from ptlrpc_conformance.spec import releases
     from ptlrpc_conformance.spec.table import facts
     rules = copy.deepcopy(facts()["swab"])
-    base = releases.load(DEFAULT_RELEASE)
-    # every other structure with a swab routine of its own: the fields the default release's
-    # routine leaves alone (struct_unswabbed, read from its pack_generic.c)
-    # (a rule of facts.json that gives no `opaque`, only a union's member, keeps these)
-    for struct, entry in (base.get("struct_unswabbed") or {}).items():
-        if "opaque" not in rules.get(struct, {}) and entry["fields"]:
-            rule = rules.setdefault(struct, {"cite": entry["cite"]})
-            rule["opaque"] = list(entry["fields"])
     if release == DEFAULT_RELEASE:
         return rules
-    mine = releases.load(release)
+    mine, base = releases.load(release), releases.load(DEFAULT_RELEASE)
 
     def unswabbed(facts):
         out = {s: set(v["fields"]) for s, v in (facts.get("struct_unswabbed") or {}).items()}
