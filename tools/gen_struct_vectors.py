@@ -66,7 +66,8 @@ BIG_SETUP = {
     "lustre_cfg": ({"lcfg_bufcount": 0}, 0),
     "ladvise_hdr": ({"lah_count": 0}, 0),
     "hsm_request": ({"hr_itemcount": 0}, 0),
-    "ldlm_wire_policy_data": ({}, 0),      # a union: lustre_swab_ldlm_policy_data (LU-15527)
+    "ldlm_wire_policy_data": ({}, 0),
+    "mgs_nidtbl_entry": ({"mne_nid_type": 0, "mne_nid_count": 0}, 0),   # 2.12.9-2.15.8 LASSERT the type      # a union: lustre_swab_ldlm_policy_data (LU-15527)
     "close_data_resync_done": ({"resync_count": 15}, 0),      # INLINE_RESYNC_ARRAY_SIZE: every id swapped
     "mgs_target_info": ({"mti_flags": 0}, 0),                  # not target_supports_large_nid: nids swapped
     "lustre_cfg": ({"lcfg_version": 0x1CF60001, "lcfg_bufcount": 0}, 0),   # LUSTRE_CFG_VERSION
@@ -230,6 +231,8 @@ def render() -> str:
                 "  verdict: acceptable",
                 "  bytes:",
                 *[f'  - "{data[i:i + 32].hex()}"' for i in range(0, len(data), 32)],
+                "  expect:      # if accepted: the bytes that are there, swapped",
+                f"    fields: {json.dumps(S.unpack(name, little_for_big(name, OVERCLAIM[name])), ensure_ascii=True)}",
             ]
     if skipped:
         parts.append(f"# no big-endian vector (a union no swab rule defines): {', '.join(skipped)}")
