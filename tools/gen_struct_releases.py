@@ -176,7 +176,12 @@ def generated(v, release: str) -> dict:
     name = layouts.canonical(v.struct)
     if v.byte_order == "big":
         data = gen_struct_vectors.big_endian(name, v, release)
-        return {"bytes": data, "expect": {"fields": reading(name, data, "big", release)}}
+        fields = reading(name, data, "big", release)
+        if v.verdict == "acceptable":           # a count that overclaims: the header only
+            for f in S.entry(name, release)["fields"]:
+                if f.get("flexible"):
+                    fields.pop(f["name"], None)
+        return {"bytes": data, "expect": {"fields": fields}}
     data = gen_struct_vectors.pattern(name, release)
     return {"bytes": data, "expect": {"fields": S.unpack(name, data, release)}}
 
