@@ -133,10 +133,9 @@ def plan_for(tree: pathlib.Path) -> tuple[tuple, dict]:
         if rel is None:
             raise ExtractError(f"{tree}: no definition of {name}() in {', '.join(HELPER_FILES)}")
         helpers.setdefault(rel, []).append(name)
-    functions = tuple((rel, tuple(names)) for rel, names in helpers.items()) + (PACK_GENERIC,)
-    skip = {n for _, names in functions for n in names}
-    swab_functions, swabbers = swab_plan(tree, skip)
-    functions += swab_functions
+    functions = tuple((rel, tuple(names)) for rel, names in helpers.items())
+    swab_functions, swabbers = swab_plan(tree, {n for _, names in functions + (PACK_GENERIC,) for n in names})
+    functions += swab_functions + (PACK_GENERIC,)
     pack = read(tree, PACK_GENERIC[0])
     start, params_end, _, _ = find_function(pack, "lustre_msg_calc_cksum", PACK_GENERIC[0])
     idl = read(tree, uapi_of(tree) + "/linux/lustre/lustre_idl.h")
