@@ -238,11 +238,27 @@ HELPER_TREES = {
                  "lustre/ptlrpc/layout.c": "bool req_capsule_need_swab(struct req_capsule *p)\n{\n\treturn 0;\n}\n"
                                            "void req_capsule_set_swabbed(struct req_capsule *p)\n{\n}\n",
                  "lustre/ptlrpc/pack_generic.c": "__u32 lustre_msg_calc_cksum(struct lustre_msg *msg, __u32 buf)\n{\n"
-                                                 "\treturn 0;\n}\n",
+                                                 "\treturn 0;\n}\n"
+                                                 # a structure's swab routine, the helper it calls
+                                                 "static void swab_half(__u32 *x)\n{\n}\n"
+                                                 "void lustre_swab_lu_fid(struct lu_fid *fid)\n{\n"
+                                                 "\tswab_half(&fid->f_oid);\n}\n"
+                                                 "void lustre_swab_lustre_msg(struct lustre_msg *m)\n{\n}\n",
+                 # one taking the buffer's length, marked server-only (2.15 on)
+                 "lustre/ptlrpc/pack_server.c": "SERVER_ONLY int lustre_swab_object_update_request("
+                                                "struct object_update_request *our,\n\t\t\t\t__u32 len)\n{\n"
+                                                "\treturn 0;\n}\n",
                  "include/uapi/linux/lustre/lustre_idl.h": "struct m { __u32 lm_opc; };\n"
                                                            "struct b { __u32 pb_projid; __u32 pb_uid; };\n"},
                 {"request_helpers": False, "cksum_takes_buffer": True, "lm_opc": True, "pb_projid": True,
-                 "pb_uid": True}),
+                 "pb_uid": True, "swabbers": {
+                     "lustre_swab_lu_fid": {"file": "lustre/ptlrpc/pack_generic.c", "returns": "void",
+                                            "param": "struct lu_fid", "length": None},
+                     "lustre_swab_lustre_msg": {"file": "lustre/ptlrpc/pack_generic.c", "returns": "void",
+                                                "param": "struct lustre_msg", "length": None},
+                     "lustre_swab_object_update_request": {"file": "lustre/ptlrpc/pack_server.c", "returns": "int",
+                                                           "param": "struct object_update_request",
+                                                           "length": "__u32"}}}),
     "request": ({"lustre/include/lustre_net.h": "".join(
                     f"static inline bool {n}(struct ptlrpc_request *req)\n{{\n\treturn 0;\n}}\n"
                     for n in ("lustre_req_swabbed", "lustre_rep_swabbed", "ptlrpc_req_need_swab", "ptlrpc_rep_need_swab",
@@ -253,7 +269,7 @@ HELPER_TREES = {
                  "lustre/include/uapi/linux/lustre/lustre_idl.h": "struct m { __u32 lm_padding_2; };\n"
                                                                   "struct b { __u32 pb_padding1; __u64 pb_padding64_2; };\n"},
                 {"request_helpers": True, "cksum_takes_buffer": False, "lm_opc": False, "pb_projid": False,
-                 "pb_uid": False}),
+                 "pb_uid": False, "swabbers": {}}),
 }
 
 
@@ -279,6 +295,10 @@ def test_the_plan_follows_the_tree(style, tmp_path):
     else:
         assert "LT_REQUEST_HELPERS" not in compat and "MSG_PTLRPC_BODY_OFF)" in compat
         assert "((m)->lm_opc)" in compat and "((pb)->pb_uid)" in compat
+        # the structures' swab routines and the helper they call, transitively, are extracted
+        assert {"lustre_swab_lu_fid", "swab_half", "lustre_swab_lustre_msg",
+                "lustre_swab_object_update_request"} <= set(planned)
+        assert ("lustre/ptlrpc/pack_server.c", ("lustre_swab_object_update_request",)) in functions
 
 
 OLD_RELEASE_PROGRAM = r"""

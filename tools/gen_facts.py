@@ -56,10 +56,19 @@ def _flag_table(section: dict) -> dict:
 
 
 def _swab(rules: dict, constants: dict) -> dict:
-    """Swab rules with constant names resolved to values."""
+    """Swab rules with constant names resolved to values; every other structure with a swab
+    routine of its own gets the fields the default release's routine leaves alone
+    (struct_unswabbed of spec/releases/2.17.57.json, read from its pack_generic.c and
+    llog_swab.c), and so does a rule here that names only a union's member."""
+    import json
+    release = json.loads((ROOT / "ptlrpc_conformance" / "spec" / "releases" / "2.17.57.json").read_text())
+    rules = {name: dict(rule) for name, rule in rules.items()}
+    for name, entry in sorted((release.get("struct_unswabbed") or {}).items()):
+        if "opaque" not in rules.get(name, {}) and entry["fields"]:
+            rules.setdefault(name, {"cite": entry["cite"]})["opaque"] = list(entry["fields"])
     out = {}
     for name, rule in rules.items():
-        r = {k: v for k, v in rule.items() if k in ("opaque", "cite")}
+        r = {k: v for k, v in rule.items() if k in ("opaque", "union_as", "swab_first", "cite")}
         if "when" in rule:
             r["when"] = {f: [[flag, constants[c]["value"]] for flag, c in conds] for f, conds in rule["when"].items()}
         if "union_by" in rule:

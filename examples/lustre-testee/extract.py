@@ -51,6 +51,15 @@ REQUEST_HELPERS = ("lustre_req_swabbed", "lustre_rep_swabbed", "ptlrpc_req_need_
                    "ptlrpc_buf_need_swab")
 HELPER_FILES = ("lustre/include/lustre_req_layout.h", "lustre/include/lustre_net.h", "lustre/ptlrpc/layout.c",
                 "lustre/ptlrpc/pack_generic.c")
+# The files that hold the lustre_swab_* routines of structures (capability structs): every
+# routine whose first parameter is a structure, and every function of these files it calls,
+# transitively, is extracted too (swab_plan); a file a release lacks is skipped.
+SWAB_FILES = ("lustre/ptlrpc/pack_generic.c", "lustre/ptlrpc/pack_server.c", "lustre/obdclass/llog_swab.c")
+# headers whose static inline functions a swab routine may call (object_update_size, ...)
+SWAB_HEADERS = ("lustre/include/obj_update.h", "lustre/include/lustre_update.h", "lustre/include/lustre_disk.h")
+SWAB_DEF = re.compile(r"^(?:SERVER_ONLY\s+)?(?:static\s+)?(?:inline\s+)?(void|int)\s+(lustre_swab_\w+)\s*\(\s*(struct|union)\s+(\w+)\s*\*\s*\w+"
+                      r"\s*(?:,\s*(__u32|__u16|int|size_t|__kernel_size_t)\s+\w+\s*)?\)\s*\n?\s*\{", re.M)
+FUNC_DEF = re.compile(r"^(?:SERVER_ONLY\s+)?(?:static\s+)?(?:inline\s+)?(?:(?:const\s+)?(?:struct\s+)?\w+[\s*]+)(\w+)\s*\([^;{]*\)\s*\{", re.M)
 # macros and enums named here are copied even when no extracted function uses them
 SEEDS = ("WIRE_FLVR", "SPTLRPC_FLVR_POLICY", "SPTLRPC_FLVR_NULL", "SPTLRPC_POLICY_NULL", "RCL_CLIENT")
 # where macros and enums are looked up
@@ -82,6 +91,37 @@ def _defines(tree: pathlib.Path, rel: str, name: str) -> bool:
         return False
 
 
+def swab_plan(tree: pathlib.Path, skip: set) -> tuple[tuple, dict]:
+    """(the (file, functions) the structure swabbing needs, {routine: how to call it}): every
+    lustre_swab_* routine of SWAB_FILES whose first parameter is a structure or union, with
+    its second parameter's type when it takes the buffer's length, and every function of
+    SWAB_FILES and SWAB_HEADERS those routines call, transitively.  Functions named in `skip`
+    (already extracted for the message path) are left out."""
+    texts = {rel: read(tree, rel) for rel in SWAB_FILES + SWAB_HEADERS if (tree / rel).is_file()}
+    defined: dict[str, str] = {}
+    for rel, text in texts.items():
+        for m in FUNC_DEF.finditer(text):
+            defined.setdefault(m.group(1), rel)
+    swabbers = {}
+    for rel in SWAB_FILES:
+        for m in SWAB_DEF.finditer(texts.get(rel, "")):
+            swabbers.setdefault(m.group(2), {"file": rel, "returns": m.group(1), "param": f"{m.group(3)} {m.group(4)}",
+                                             "length": m.group(5)})
+    wanted, todo = [], sorted(swabbers)
+    while todo:
+        name = todo.pop(0)
+        if name in wanted or name in skip or name not in defined:
+            continue
+        wanted.append(name)
+        rel = defined[name]
+        start, _, end, _ = find_function(texts[rel], name, str(tree / rel))
+        todo += sorted(set(IDENT.findall(texts[rel][start:end])) & set(defined) - set(wanted) - {name})
+    by_file: dict[str, list[str]] = {}
+    for name in wanted:
+        by_file.setdefault(defined[name], []).append(name)
+    return tuple((rel, tuple(names)) for rel, names in by_file.items()), swabbers
+
+
 def plan_for(tree: pathlib.Path) -> tuple[tuple, dict]:
     """(the (file, functions) to extract, the facts the testee adapts to) for this tree: which
     helper style it has and where each helper is defined, whether lustre_msg_calc_cksum takes
@@ -93,7 +133,9 @@ def plan_for(tree: pathlib.Path) -> tuple[tuple, dict]:
         if rel is None:
             raise ExtractError(f"{tree}: no definition of {name}() in {', '.join(HELPER_FILES)}")
         helpers.setdefault(rel, []).append(name)
-    functions = tuple((rel, tuple(names)) for rel, names in helpers.items()) + (PACK_GENERIC,)
+    functions = tuple((rel, tuple(names)) for rel, names in helpers.items())
+    swab_functions, swabbers = swab_plan(tree, {n for _, names in functions + (PACK_GENERIC,) for n in names})
+    functions += swab_functions + (PACK_GENERIC,)
     pack = read(tree, PACK_GENERIC[0])
     start, params_end, _, _ = find_function(pack, "lustre_msg_calc_cksum", PACK_GENERIC[0])
     idl = read(tree, uapi_of(tree) + "/linux/lustre/lustre_idl.h")
@@ -101,7 +143,8 @@ def plan_for(tree: pathlib.Path) -> tuple[tuple, dict]:
     def has_field(name: str) -> bool:
         return re.search(rf"\b{name}\s*;", idl) is not None
     facts = {"request_helpers": old, "cksum_takes_buffer": "," in pack[start:params_end],
-             "lm_opc": has_field("lm_opc"), "pb_projid": has_field("pb_projid"), "pb_uid": has_field("pb_uid")}
+             "lm_opc": has_field("lm_opc"), "pb_projid": has_field("pb_projid"), "pb_uid": has_field("pb_uid"),
+             "swabbers": swabbers}
     return functions, facts
 
 
@@ -413,8 +456,10 @@ def main(argv=None) -> int:
     try:
         functions, facts = plan_for(tree) if uapi_of(tree) else (None, None)
         compat = compat_header(facts)
+        headers = HEADERS + tuple(h for h in SWAB_HEADERS if (tree / h).is_file())
         text, info = extract(tree, pathlib.Path(args.shim).resolve(), args.cc,
-                             args.version or None, pathlib.Path(args.out).name, functions, compat=compat)
+                             args.version or None, pathlib.Path(args.out).name, functions, compat=compat,
+                             headers=headers)
         info["adapted"] = facts
     except ExtractError as e:
         print(f"extract.py: {e}", file=sys.stderr)

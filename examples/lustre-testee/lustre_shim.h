@@ -12,7 +12,8 @@
  *   round_up                         the kernel's definition: 32-bit operands wrap
  *   BUILD_BUG_ON, BIT, max, min, max_t, likely, unlikely, IS_ENABLED
  *   ENTRY, EXIT, RETURN              nothing / return
- *   CERROR, CDEBUG, CWARN            arguments evaluated (as printk would); printed to
+ *   CERROR, CDEBUG, CWARN            arguments evaluated (as printk would; CDEBUG only under
+ *                                    a mask of libcfs's default debug mask); printed to
  *                                    stderr only when LUSTRE_TESTEE_LOG is set
  *   LASSERT, LASSERTF, LBUG          print the failed condition and abort()
  *   ptlrpc_status_ntoh               the identity, as on x86_64 (no errno translation)
@@ -56,6 +57,15 @@ static inline size_t cfs_size_round(size_t val)
 	return (val + 7) & ~(size_t)7;
 }
 #define BIT(nr) (1UL << (nr))
+#define fallthrough __attribute__((__fallthrough__))
+typedef __u8 u8;
+typedef __u16 u16;
+typedef __u32 u32;
+typedef __u64 u64;
+/* llog_swab.c marks server-only routines (2.15 on): compiled here as any other */
+#define SERVER_ONLY
+#define SERVER_ONLY_EXPORT_SYMBOL(sym)
+#define EXPORT_SYMBOL(sym)
 #define max(x, y) ({ __typeof__(x) _max_x = (x); __typeof__(y) _max_y = (y); \
 		    _max_x > _max_y ? _max_x : _max_y; })
 #define min(x, y) ({ __typeof__(x) _min_x = (x); __typeof__(y) _min_y = (y); \
@@ -93,7 +103,23 @@ static inline void lustre_shim_log(const char *fmt, ...)
 #define RETURN(rc) return (rc)
 #define CERROR(...) lustre_shim_log(__VA_ARGS__)
 #define CWARN(...) lustre_shim_log(__VA_ARGS__)
-#define CDEBUG(mask, ...) lustre_shim_log(__VA_ARGS__)
+/* CDEBUG prints, and so evaluates its arguments, only under a mask libcfs's debug mask
+ * enables; its default is LIBCFS_D_DEFAULT (lnet/libcfs/debug.c: D_ERROR, D_EMERG, D_WARNING,
+ * D_CONSOLE, D_NETERROR, D_HA, D_CONFIG, D_IOCTL, D_LFSCK), told here by the mask's spelling
+ * (the D_* names are not all declared where the extracted code uses them).  A print under
+ * D_OTHER (llog_swab.c's print_llog_hdr reads the tail of an unswapped header) is not run. */
+static inline int lustre_shim_cdebug_on(const char *mask)
+{
+	static const char *const on[] = { "D_ERROR", "D_EMERG", "D_WARNING", "D_CONSOLE", "D_NETERROR",
+					  "D_HA", "D_CONFIG", "D_IOCTL", "D_LFSCK", "D_CANTMASK" };
+	size_t i;
+
+	for (i = 0; i < sizeof(on) / sizeof(on[0]); i++)
+		if (strstr(mask, on[i]) != NULL)
+			return 1;
+	return 0;
+}
+#define CDEBUG(mask, ...) do { if (lustre_shim_cdebug_on(#mask)) lustre_shim_log(__VA_ARGS__); } while (0)
 
 #define LBUG() do { fprintf(stderr, "LBUG at %s:%d\n", __FILE__, __LINE__); abort(); } while (0)
 #define LASSERT(cond) do { if (!(cond)) { \

@@ -31,6 +31,29 @@
 #include "lustre_compat.h"         /* written by extract.py: how the tree differs (build/) */
 #include "lustre_shim.h"
 #include <linux/lustre/lustre_idl.h>
+/* what the structures' swab routines take from the uapi headers besides lustre_idl.h */
+#if __has_include(<linux/lustre/lustre_cfg.h>)
+#include <linux/lustre/lustre_cfg.h>
+#endif
+#if __has_include(<linux/lustre/lustre_fid.h>)
+#include <linux/lustre/lustre_fid.h>
+#endif
+#if __has_include(<linux/lustre/lustre_ostid.h>)
+#include <linux/lustre/lustre_ostid.h>
+#endif
+/* llog_swab.c prints a config record under `libcfs_debug & D_OTHER`: debugging is off here, and
+ * lustre_cfg_string (obd_config.c) is never reached */
+static const unsigned int libcfs_debug = 0;
+#ifndef D_OTHER
+#define D_OTHER 0x00000001
+#endif
+struct lustre_cfg;
+static char *lustre_cfg_string(struct lustre_cfg *lcfg, __u32 index)
+{
+	(void)lcfg;
+	(void)index;
+	return NULL;
+}
 #include "lustre_extract.c"
 
 #include <string.h>
@@ -38,6 +61,38 @@
 #include <unistd.h>
 
 #include "json.h"
+
+/* ---- structures (capability structs) ------------------------------------------------------
+ * build/lustre_structs.c (structs_table.py) lists each structure the testee decodes: its size
+ * in the release's layout table, the tree's sizeof, the steps that report its fields as an
+ * x86_64 receiver reads them, and the tree's lustre_swab_* routine a big-endian sender's
+ * structure goes through (none for lustre_handle and obd_uuid: opaque bytes). */
+struct lt_step {
+	char op;            /* O open object, C close, L open list, E end list, I integer, A integer
+			     * array, S char array, F flexible array (of sub, or of integers), G flexible
+			     * array of strings, X flexible array with no room (a nested structure's) */
+	const char *key;    /* member name (NULL: a list element) */
+	unsigned int off, size, count;
+	int is_signed, sub;
+};
+
+struct lt_struct {
+	const char *name;
+	size_t size, csize;
+	const struct lt_step *steps;
+	int (*swab)(void *p, size_t n);
+	const char *routine, *file;
+	int direct;         /* decode_struct decodes it (else only as an element of another's array) */
+};
+
+struct lt_format {
+	unsigned int opc;
+	int is_reply;
+	unsigned int buf;
+	const char *type;
+};
+
+#include "lustre_structs.c"
 
 #ifdef LUSTRE_TESTEE_SANITIZE
 #include <sanitizer/asan_interface.h>
@@ -181,6 +236,175 @@ static void flavour_note(const struct lustre_msg *m, int is_reply, char *note, s
 	}
 }
 
+/* ---- structures ---------------------------------------------------------------------- */
+
+static const struct lt_struct *lt_find(const char *name)
+{
+	int i;
+
+	for (i = 0; lt_aliases[i][0] != NULL; i++)
+		if (strcmp(lt_aliases[i][0], name) == 0)
+			name = lt_aliases[i][1];
+	for (i = 0; i < LT_NSTRUCTS; i++)
+		if (strcmp(lt_structs[i].name, name) == 0)
+			return &lt_structs[i];
+	return NULL;
+}
+
+static uint64_t lt_read(const unsigned char *p, unsigned int size)
+{
+	uint64_t v = 0;
+	unsigned int i;
+
+	for (i = 0; i < size; i++)            /* little-endian: as an x86_64 receiver reads memory */
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+static void lt_put_int(struct sbuf *out, const unsigned char *p, unsigned int size, int is_signed)
+{
+	uint64_t v = lt_read(p, size);
+
+	if (is_signed && size < 8 && (v >> (8 * size - 1)) & 1)
+		v |= ~(uint64_t)0 << (8 * size);
+	if (is_signed)
+		sb_put_i64(out, (int64_t)v);
+	else
+		sb_put_u64(out, v);
+}
+
+static void lt_put_str(struct sbuf *out, const unsigned char *p, size_t max)
+{
+	sb_put_jstr(out, (const char *)p, strnlen((const char *)p, max));
+}
+
+/* Report the fields of st at p (n bytes that follow for a flexible array), from the steps. */
+static void lt_put_fields(struct sbuf *out, const struct lt_struct *st, const unsigned char *p, size_t n)
+{
+	const struct lt_step *s;
+	int first = 1, depth = 0;
+	unsigned int i;
+	size_t at;
+
+	for (s = st->steps;; s++) {
+		if (s->op != 'C' && s->op != 'E') {
+			if (!first)
+				sb_putc(out, ',');
+			if (s->key != NULL) {
+				sb_put_jstr(out, s->key, strlen(s->key));
+				sb_putc(out, ':');
+			}
+		}
+		first = 0;
+		switch (s->op) {
+		case 'O': sb_putc(out, '{'); depth++; first = 1; break;
+		case 'L': sb_putc(out, '['); first = 1; break;
+		case 'C': sb_putc(out, '}'); depth--; break;
+		case 'E': sb_putc(out, ']'); break;
+		case 'I': lt_put_int(out, p + s->off, s->size, s->is_signed); break;
+		case 'S': lt_put_str(out, p + s->off, s->count); break;
+		case 'X': sb_puts(out, "[]"); break;
+		case 'A':
+			sb_putc(out, '[');
+			for (i = 0; i < s->count; i++) {
+				if (i)
+					sb_putc(out, ',');
+				lt_put_int(out, p + s->off + i * s->size, s->size, s->is_signed);
+			}
+			sb_putc(out, ']');
+			break;
+		case 'F':
+		case 'G':
+			sb_putc(out, '[');
+			for (at = s->off; at + s->size <= n; at += s->size) {
+				if (at != s->off)
+					sb_putc(out, ',');
+				if (s->op == 'G')
+					lt_put_str(out, p + at, s->size);
+				else if (s->sub >= 0)
+					lt_put_fields(out, &lt_structs[s->sub], p + at, s->size);
+				else
+					lt_put_int(out, p + at, s->size, s->is_signed);
+			}
+			sb_putc(out, ']');
+			break;
+		}
+		if (depth == 0)
+			return;
+	}
+}
+
+/* Decode one structure as Lustre's receiver holds it: the bytes copied against a guard page
+ * (the sanitize build: an exact-size block), the tree's swab routine run on the copy for a
+ * big-endian sender, then every field read.  0, or the errno of a refusal (detail set). */
+static int lt_decode_struct(struct sbuf *out, const struct lt_struct *st, const unsigned char *data, size_t n,
+			    int big, char *detail, size_t dlen)
+{
+	struct copy c;
+	int rc = 0;
+
+	if (st->csize != st->size) {
+		snprintf(detail, dlen, "%s: the layout table of Lustre %s gives %zu bytes, this tree's sizeof %zu",
+			 st->name, LT_LAYOUT_RELEASE, st->size, st->csize);
+		return EOPNOTSUPP;
+	}
+	if (n < st->size) {
+		snprintf(detail, dlen, "%s needs %zu bytes, got %zu", st->name, st->size, n);
+		return EINVAL;
+	}
+	if (copy_in(&c, data, n) != 0) {
+		snprintf(detail, dlen, "cannot map a copy of %zu bytes", n);
+		return ENOMEM;
+	}
+	if (big && st->swab != NULL)
+		rc = st->swab(c.p, n);
+	if (rc < 0) {
+		snprintf(detail, dlen, "%s() = %d", st->routine, rc);
+		copy_free(&c);
+		return -rc;
+	}
+	sb_puts(out, "{\"type\":");
+	sb_put_jstr(out, st->name, strlen(st->name));
+	sb_puts(out, ",\"fields\":");
+	lt_put_fields(out, st, c.p, n);
+	sb_putc(out, '}');
+	copy_free(&c);
+	return 0;
+}
+
+/* `structs` of a decoded message: the buffers the opcode's request format defines */
+static void put_structs(struct sbuf *out, struct lustre_msg *m, const unsigned char *orig, int swabbed,
+			int is_reply, __u32 opc)
+{
+	char detail[160];
+	int i, any = 0;
+
+	sb_puts(out, ",\"structs\":{");
+	for (i = 0; lt_formats[i].type != NULL; i++) {
+		const struct lt_format *f = &lt_formats[i];
+		const struct lt_struct *st = lt_find(f->type);
+		size_t mark;
+
+		if (f->opc != opc || f->is_reply != is_reply || f->buf >= m->lm_bufcount || st == NULL)
+			continue;
+		if (lustre_msg_buflen(m, f->buf) < st->size)
+			continue;
+		mark = out->len;
+		if (any)
+			sb_putc(out, ',');
+		sb_putc(out, '"');
+		sb_put_u64(out, f->buf);
+		sb_puts(out, "\":");
+		if (lt_decode_struct(out, st, orig + ((char *)lustre_msg_buf_v2(m, f->buf, 0) - (char *)m),
+				     lustre_msg_buflen(m, f->buf), swabbed, detail, sizeof detail) != 0) {
+			out->len = mark;          /* refused: left out */
+			continue;
+		}
+		any = 1;
+	}
+	sb_putc(out, '}');
+}
+
 /* ---- decode ---------------------------------------------------------------------------- */
 
 struct answer {
@@ -201,7 +425,7 @@ static void reject(struct answer *a, const char *error, const char *fmt, ...)
 }
 
 static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned char *orig, int swabbed,
-			__u32 cksum)
+			int is_reply, __u32 cksum)
 {
 	struct ptlrpc_body *pb = lustre_msg_buf_v2(m, MSG_PTLRPC_BODY_OFF, sizeof(struct ptlrpc_body_v2));
 	__u32 i;
@@ -275,7 +499,9 @@ static void put_message(struct sbuf *out, struct lustre_msg *m, const unsigned c
 		sb_put_hex(out, orig + (at - (char *)m), len);
 		sb_putc(out, '"');
 	}
-	sb_puts(out, "],\"computed_cksum\":");
+	sb_putc(out, ']');
+	put_structs(out, m, orig, swabbed, is_reply, pb->pb_opc);
+	sb_puts(out, ",\"computed_cksum\":");
 	sb_put_u64(out, cksum);
 	sb_putc(out, '}');
 }
@@ -329,7 +555,7 @@ static void decode(const unsigned char *data, size_t n, int is_reply, struct sbu
 	}
 	a->ok = 1;
 	snprintf(a->detail, sizeof a->detail, "%s", note);
-	put_message(out, m, origc.p, swabbed, cksum);
+	put_message(out, m, origc.p, swabbed, is_reply, cksum);
 done:
 	copy_free(&msgc);
 	copy_free(&origc);
@@ -365,12 +591,17 @@ static void op_hello(struct sbuf *out, const struct jvalue *id)
 	begin(out, id, 1);
 	sb_puts(out, ",\"result\":{\"name\":\"Lustre\",\"version\":");
 	sb_put_jstr(out, LUSTRE_EXTRACT_VERSION, strlen(LUSTRE_EXTRACT_VERSION));
-	sb_puts(out, ",\"capabilities\":[\"decode\"],\"protocol\":1,"
+	sb_puts(out, ",\"capabilities\":[\"decode\",\"structs\"],\"struct_operations\":[\"decode_struct\"],"
+		"\"protocol\":1,"
 		"\"code\":\"lustre/ptlrpc/pack_generic.c: ptlrpc_unpack_req_msg/ptlrpc_unpack_rep_msg "
 		"(__lustre_unpack_msg, lustre_unpack_msg_v2), lustre_unpack_req_ptlrpc_body/"
 		"lustre_unpack_rep_ptlrpc_body, lustre_swab_ptlrpc_body, extracted by "
 		"examples/lustre-testee/extract.py\",\"pack_generic.c sha256\":");
 	sb_put_jstr(out, LUSTRE_EXTRACT_PACK_GENERIC_SHA256, strlen(LUSTRE_EXTRACT_PACK_GENERIC_SHA256));
+	sb_puts(out, ",\"structs\":\"decode_struct runs the tree's lustre_swab_* routine of each structure "
+		"(pack_generic.c, pack_server.c, obdclass/llog_swab.c) on a big-endian sender's bytes; "
+		"fields read by the layout table of Lustre " LT_LAYOUT_RELEASE " (" LT_LAYOUT_WHY "); "
+		"no encoder (Lustre sends its structures as they lie in memory)\"");
 	sb_puts(out, ",\"build\":");
 	sb_put_jstr(out, BUILD_KIND, strlen(BUILD_KIND));
 	sb_puts(out, "}}");
@@ -414,6 +645,46 @@ static void op_decode(struct sbuf *out, const struct jvalue *id, const struct jv
 	sb_putc(out, '}');
 }
 
+static void op_decode_struct(struct sbuf *out, const struct jvalue *id, const struct jvalue *req)
+{
+	const struct jvalue *data = json_get(req, "data"), *type = json_get(req, "type");
+	const struct jvalue *order = json_get(req, "byte_order");
+	const struct lt_struct *st;
+	char detail[256] = "";
+	unsigned char *bytes;
+	size_t n = 0;
+	int bad_hex = 0, rc;
+
+	if (type == NULL || type->type != J_STRING || order == NULL || order->type != J_STRING ||
+	    (strcmp(order->str, "little") != 0 && strcmp(order->str, "big") != 0)) {
+		error_response(out, id, "EINVAL", "decode_struct needs \"type\" and \"byte_order\": little or big");
+		return;
+	}
+	if (data == NULL || data->type != J_STRING || (bytes = hex_decode(data->str, data->len, &n, &bad_hex)) == NULL) {
+		if (data != NULL && data->type == J_STRING && !bad_hex)
+			error_response(out, id, "ENOMEM", "no memory for the structure");
+		else
+			error_response(out, id, "EINVAL", "decode_struct needs hex \"data\"");
+		return;
+	}
+	st = lt_find(type->str);
+	if (st == NULL || !st->direct) {
+		free(bytes);
+		snprintf(detail, sizeof detail, "%.80s: no swab routine of this tree decodes it", type->str);
+		error_response(out, id, "EOPNOTSUPP", detail);
+		return;
+	}
+	begin(out, id, 1);
+	sb_puts(out, ",\"result\":");
+	rc = lt_decode_struct(out, st, bytes, n, strcmp(order->str, "big") == 0, detail, sizeof detail);
+	free(bytes);
+	if (rc != 0) {
+		error_response(out, id, errno_name(rc), detail);
+		return;
+	}
+	sb_putc(out, '}');
+}
+
 static void handle(const char *line, size_t len, struct sbuf *out)
 {
 	struct arena arena;
@@ -432,6 +703,8 @@ static void handle(const char *line, size_t len, struct sbuf *out)
 		op_hello(out, id);
 	} else if (strcmp(op->str, "decode") == 0) {
 		op_decode(out, id, req);
+	} else if (strcmp(op->str, "decode_struct") == 0) {
+		op_decode_struct(out, id, req);
 	} else {
 		char detail[128];
 

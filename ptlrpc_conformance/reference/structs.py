@@ -172,6 +172,8 @@ class StructCodec:
         chosen = None
         if "union_by" in rule:
             chosen = self._union_member(rule["union_by"], buf, base)
+        elif "union_as" in rule:
+            chosen = rule["union_as"]
         unions = {f.get("union") for f in entry["fields"] if f.get("union")}
         if unions and chosen is None:
             raise CodecError("EOPNOTSUPP", f"{name} has a union whose foreign-endian form is not defined here")
@@ -186,7 +188,7 @@ class StructCodec:
             if f.get("flexible"):
                 count = max(0, (end - at) // esize) if esize else 0
             elif "count" in f:
-                count = f["count"]
+                count = min(f["count"], rule.get("swab_first", {}).get(f["name"], f["count"]))
             for i in range(count):
                 p = at + i * esize
                 if kind in INT_SIZES:

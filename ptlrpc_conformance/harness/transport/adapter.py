@@ -82,6 +82,9 @@ class Adapter:
             declared = " and ".join(sorted(self.hello.decode_directions))
             raise NotApplicable(f"the IUT decodes {declared} messages only (hello decode_directions), "
                                 f"not {direction} messages")
+        if cap == "structs" and not self.start().implements(op):
+            raise NotApplicable(f"the IUT implements {' and '.join(sorted(self.hello.struct_operations))} only "
+                                f"(hello struct_operations), not {op}")
 
     def call(self, request: dict, probe: bool = False) -> Outcome:
         return self.call_many([request], probe=probe)[0]

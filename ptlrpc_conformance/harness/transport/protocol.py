@@ -89,6 +89,8 @@ class Outcome:
 
 
 DECODE_DIRECTIONS = frozenset(("request", "reply"))
+# the structure operations of capability `structs` (hello `struct_operations`, default both)
+STRUCT_OPERATIONS = frozenset(("decode_struct", "encode_struct"))
 # the members of the hello's `configuration` (docs/testee-protocol.md §2.1.2): how the target is
 # set up, where Lustre's OST behaves differently by configuration
 CONFIGURATION_MEMBERS = ("project_quota", "recovery")
@@ -107,6 +109,10 @@ class Hello:
     # what the target's hello declares of its configuration (hello `configuration`):
     # {"project_quota": bool, "recovery": bool}, each member optional; {} when none is declared
     configuration: dict = field(default_factory=dict, compare=False)
+    # the structure operations the IUT implements (hello `struct_operations`, default both):
+    # an implementation with no encoder of its own (Lustre sends its structures as they lie in
+    # memory) declares ["decode_struct"]
+    struct_operations: frozenset = STRUCT_OPERATIONS
 
     def as_dict(self) -> dict:
         return dict(self.raw)
@@ -121,6 +127,11 @@ class Hello:
         the testee's to refuse)."""
         return (not isinstance(direction, str) or direction not in DECODE_DIRECTIONS
                 or direction in self.decode_directions)
+
+
+    def implements(self, op: Any) -> bool:
+        """Whether a structure operation `op` applies to this IUT (any other op does)."""
+        return op not in STRUCT_OPERATIONS or op in self.struct_operations
 
 
 class HelloError(Exception):
@@ -146,6 +157,10 @@ def parse_hello(result: Any) -> Hello:
     if (not isinstance(directions, list) or not directions
             or not all(isinstance(d, str) and d in DECODE_DIRECTIONS for d in directions)):
         raise HelloError("hello 'decode_directions' must be a non-empty list of \"request\" and \"reply\"")
+    struct_ops = result.get("struct_operations", sorted(STRUCT_OPERATIONS))
+    if (not isinstance(struct_ops, list) or not struct_ops
+            or not all(isinstance(o, str) and o in STRUCT_OPERATIONS for o in struct_ops)):
+        raise HelloError("hello 'struct_operations' must be a non-empty list of \"decode_struct\" and \"encode_struct\"")
     configuration = result.get("configuration", {})
     if not isinstance(configuration, dict) or not all(
             isinstance(configuration[k], bool) for k in CONFIGURATION_MEMBERS if k in configuration):
@@ -153,7 +168,8 @@ def parse_hello(result: Any) -> Hello:
                          + " and ".join(repr(k) for k in CONFIGURATION_MEMBERS) + " are booleans")
     caps = frozenset(c for c in result["capabilities"] if c in KNOWN_CAPABILITIES)  # unknown names ignored
     return Hello(result["name"], result["version"], caps, result["protocol"], agnostic, dict(result),
-                 frozenset(directions), {k: configuration[k] for k in CONFIGURATION_MEMBERS if k in configuration})
+                 frozenset(directions), {k: configuration[k] for k in CONFIGURATION_MEMBERS if k in configuration},
+                 frozenset(struct_ops))
 
 
 def check_response(response: Any, expected_id: Any) -> Outcome:

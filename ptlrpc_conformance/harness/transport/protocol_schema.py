@@ -100,6 +100,8 @@ def build() -> dict:
                        "protocol": {"const": P.PROTOCOL_VERSION}, "errno_agnostic": {"type": "boolean"},
                        "decode_directions": {"type": "array", "minItems": 1,
                                              "items": {"enum": sorted(P.DECODE_DIRECTIONS)}},
+                       "struct_operations": {"type": "array", "minItems": 1,
+                                             "items": {"enum": sorted(P.STRUCT_OPERATIONS)}},
                        "configuration": {"type": "object",
                                          "properties": {k: {"type": "boolean"} for k in P.CONFIGURATION_MEMBERS}}}}
     defs = {

@@ -1,0 +1,195 @@
+"""Byte-swapped structure cases for every structure with a swab routine (issue 37, section 2),
+the swab rules they are judged by, the hello member `struct_operations` (a testee that
+decodes structures and has no encoder: Lustre's own code), and the Lustre testee's choice of
+swab routine (examples/lustre-testee/structs_table.py)."""
+import importlib.util
+import json
+import pathlib
+from importlib import resources
+
+import jsonschema
+import pytest
+
+from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.data import vectors as V
+from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter, NotApplicable
+from ptlrpc_conformance.harness.transport.protocol import (STRUCT_OPERATIONS, HelloError, Outcome,
+                                                            parse_hello)
+from ptlrpc_conformance.harness.verdicts import judge
+from ptlrpc_conformance.reference import make_testee
+from ptlrpc_conformance.spec import layouts, releases, structs as S
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+HELLO = {"name": "x", "version": "1", "capabilities": ["structs"], "protocol": 1}
+
+
+def _generated():
+    return {v.id: v for v in V.load_file(ROOT / "ptlrpc_conformance" / "vectors" / "structs_generated.yaml")}
+
+
+def _load(name: str, rel: str):
+    spec_ = importlib.util.spec_from_file_location(name, ROOT / rel)
+    module = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(module)
+    return module
+
+
+# ---- the cases ----------------------------------------------------------------------------------
+
+def test_every_structure_with_a_swab_routine_has_a_big_endian_case():
+    """Every structure the default release's own swab routine handles (struct_unswabbed of
+    spec/releases/2.17.57.json) has a byte-swapped decode case, hand-written or generated,
+    except a union no swab rule defines (named in the generated file)."""
+    ids = {v.struct for f in ("structs.yaml", "structs_generated.yaml")
+           for v in V.load_file(ROOT / "ptlrpc_conformance" / "vectors" / f)
+           if v.op == "decode_struct" and v.byte_order == "big"}
+    ids = {layouts.canonical(n) for n in ids}
+    text = (ROOT / "ptlrpc_conformance" / "vectors" / "structs_generated.yaml").read_text()
+    skipped = set(text.split("# no big-endian vector (a union no swab rule defines): ", 1)[1].split("\n")[0]
+                  .split(", ")) if "# no big-endian vector" in text else set()
+    swabbed = set(releases.load(layouts.DEFAULT_RELEASE)["struct_unswabbed"]) & set(layouts.load()["structs"])
+    missing = swabbed - ids - skipped
+    assert not missing, sorted(missing)
+    for name in ("ldlm_wire_policy_data", "lov_mds_md_v1", "lov_mds_md_v3", "lov_comp_md_v1", "fiemap",
+                 "object_update_request"):
+        assert name in ids, name
+
+
+@pytest.mark.parametrize("name", ["fiemap", "lov_mds_md_v1", "lov_mds_md_v3", "lov_comp_md_v1",
+                                  "object_update_request"])
+def test_counts_that_claim_more_than_the_buffer(name):
+    """An overclaiming count is `acceptable` (a refusal passes) and, when accepted, judged on the
+    header the bytes hold; its claimed count is larger than the elements present."""
+    v = _generated()[f"structs.generated.{name.replace('_', '-')}-overclaim-be"]
+    assert v.verdict == "acceptable" and v.byte_order == "big" and list(v.requirements) == ["DEC-ROBUST-1"]
+    flexible = [f for f in S.entry(name)["fields"] if f.get("flexible")][0]
+    elem = S.size(flexible["type"][len("struct "):])
+    present = (len(v.data) - S.size(name)) // elem
+    counts = {k: val for k, val in v.expect["fields"].items() if "count" in k}
+    assert counts and max(counts.values()) > present, (counts, present)
+    assert flexible["name"] not in v.expect["fields"]
+
+
+def test_the_flock_view_is_swapped_as_lustre_swab_ldlm_policy_data_does():
+    """LU-15527: lfw_owner (at l_extent.gid's bytes) is swapped once, lfw_padding and lfw_pid
+    as 32-bit; the case's bytes are written out, its expectation is the little-endian pattern."""
+    v = _generated()["structs.generated.ldlm-wire-policy-data-be"]
+    flock = v.expect["fields"]["l_flock"]
+    raw = v.data
+    assert flock["lfw_owner"] == int.from_bytes(raw[16:24], "big")
+    assert flock["lfw_padding"] == int.from_bytes(raw[24:28], "big")
+    assert flock["lfw_pid"] == int.from_bytes(raw[28:32], "big")
+    assert v.expect["fields"]["l_extent"]["gid"] == flock["lfw_owner"]
+
+
+def test_the_reference_decodes_every_big_endian_case():
+    testee = make_testee()
+    for v in _generated().values():
+        if v.byte_order != "big":
+            continue
+        out = testee.handle(dict(v.decode_request(), id=1))
+        assert out["ok"], (v.id, out)
+        diffs, _ = judge.struct_diffs(v.expect or {}, out["result"], v.struct)
+        assert not diffs, (v.id, [d.text for d in diffs][:3])
+
+
+def test_swab_rules_cover_the_default_release_routines():
+    """facts.json's swab rules (tools/gen_facts.py) hold the fields each routine of the default
+    release leaves alone, and the rules facts_extra.yaml writes from the code where a field is
+    reached through a helper, a macro or a union."""
+    rules = spec.facts()["swab"]
+    for name, entry in releases.load(layouts.DEFAULT_RELEASE)["struct_unswabbed"].items():
+        if entry["fields"]:
+            assert "opaque" in rules.get(name, {}), name
+    assert rules["ldlm_wire_policy_data"]["union_as"] == "l_flock"
+    assert rules["fiemap_extent"]["swab_first"] == {"fe_reserved": 1}
+    assert "gl_id" not in rules["ldlm_gl_lquota_desc"]["opaque"]
+
+
+def test_an_acceptable_structure_refused_passes_and_accepted_is_judged_on_its_fields():
+    v = _generated()["structs.generated.fiemap-overclaim-be"]
+    refused = Outcome("error", error="EOVERFLOW")
+    assert judge.judge_struct(v, refused, False).status == judge.PASS
+    header = json.loads(json.dumps(v.expect["fields"]))
+    right = Outcome("ok", result={"type": "fiemap", "fields": dict(header, fm_extents=[])})
+    assert judge.judge_struct(v, right, False).status == judge.PASS
+    header["fm_flags"] += 1
+    wrong = judge.judge_struct(v, Outcome("ok", result={"type": "fiemap", "fields": header}), False)
+    assert wrong.status == judge.FAIL and wrong.failed_requirements == ["DEC-ROBUST-1"]
+
+
+# ---- struct_operations ------------------------------------------------------------------------
+
+def test_parse_hello_struct_operations():
+    assert parse_hello(dict(HELLO)).struct_operations == STRUCT_OPERATIONS
+    hello = parse_hello(dict(HELLO, struct_operations=["decode_struct"]))
+    assert hello.implements("decode_struct") and not hello.implements("encode_struct")
+    assert hello.implements("decode")                     # not a structure operation
+    for bad in ([], ["encode"], "decode_struct", [1]):
+        with pytest.raises(HelloError, match="'struct_operations' must be a non-empty list"):
+            parse_hello(dict(HELLO, struct_operations=bad))
+    schema = json.loads(resources.files("ptlrpc_conformance.schemas").joinpath("testee-protocol-v1.json")
+                        .read_text())
+    check = jsonschema.Draft202012Validator(dict(schema["$defs"]["hello_result"], **{"$defs": schema["$defs"]}))
+    check.validate(dict(HELLO, struct_operations=["decode_struct"]))
+    assert not check.is_valid(dict(HELLO, struct_operations=["encode"]))
+
+
+class DecodeOnly:
+    """The reference, declaring that it decodes structures and has no encoder."""
+
+    def __init__(self):
+        self.inner = make_testee(capabilities=("decode", "structs"))
+        self.sent = []
+
+    def handle(self, request):
+        out = self.inner.handle(request)
+        if request.get("op") == "hello":
+            out["result"]["struct_operations"] = ["decode_struct"]
+        else:
+            self.sent.append(request.get("op"))
+        return out
+
+
+def test_adapter_refuses_an_undeclared_structure_operation_before_sending():
+    testee = DecodeOnly()
+    adapter = InProcessAdapter(testee)
+    adapter.require("decode_struct")
+    with pytest.raises(NotApplicable, match="implements decode_struct only"):
+        adapter.require("encode_struct")
+    with pytest.raises(NotApplicable):
+        adapter.call({"op": "encode_struct", "type": "lu_fid", "fields": {}})
+    assert "encode_struct" not in testee.sent
+
+
+# ---- the Lustre testee's choice of routine ------------------------------------------------------
+
+def test_structs_table_prefers_the_routine_that_swabs_the_stripes():
+    table = _load("structs_table", "examples/lustre-testee/structs_table.py")
+    swabbers = {"lustre_swab_lov_mds_md": {"param": "struct lov_mds_md", "length": None, "returns": "void",
+                                           "file": "lustre/ptlrpc/pack_generic.c"},
+                "lustre_swab_lov_user_md": {"param": "struct lov_user_md", "length": "size_t", "returns": "void",
+                                            "file": "lustre/ptlrpc/pack_generic.c"},
+                "lustre_swab_lmm_oi": {"param": "struct ost_id", "length": None, "returns": "void",
+                                       "file": "lustre/ptlrpc/pack_generic.c"},
+                "lustre_swab_ost_id": {"param": "struct ost_id", "length": None, "returns": "void",
+                                       "file": "lustre/obdclass/llog_swab.c"},
+                "lustre_swab_fid2path": {"param": "struct getinfo_fid2path", "length": None, "returns": "void",
+                                         "file": "lustre/ptlrpc/pack_generic.c"}}
+    chosen = table.choose(swabbers, layouts.load()["structs"])
+    assert chosen["lov_mds_md_v1"] == "lustre_swab_lov_user_md"
+    assert chosen["ost_id"] == "lustre_swab_ost_id"
+    assert chosen["getinfo_fid2path"] == "lustre_swab_fid2path"
+    older = {k: v for k, v in swabbers.items() if k != "lustre_swab_lov_user_md"}
+    assert table.choose(older, layouts.load()["structs"])["lov_mds_md_v1"] == "lustre_swab_lov_mds_md"
+    text = table.render({"adapted": {"swabbers": swabbers}}, "2.17.57", "test")
+    assert "lustre_swab_lov_user_md((struct lov_user_md *)p, (size_t)n)" in text
+    assert 'sizeof(struct lov_mds_md_v1), lt_steps_lov_mds_md_v1, lt_swab_lov_mds_md_v1' in text
+    assert '{"lustre_handle", 8, 8, lt_steps_lustre_handle, NULL, NULL, NULL, 1}' in text
+
+
+@pytest.mark.parametrize("version,expected", [("2.15.8", "2.15.8"), ("2.15.56", "2.15.8"), ("2_12_57", "2.12.9"),
+                                              ("2.17.57", "2.17.57")])
+def test_structs_table_release_of_a_tree(version, expected):
+    table = _load("structs_table", "examples/lustre-testee/structs_table.py")
+    assert table.release_of(version)[0] == expected
