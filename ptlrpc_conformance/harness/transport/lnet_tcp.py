@@ -19,6 +19,11 @@
             end_recovery go there, and the adapter declares capability `restart`
   restart   a shell command that restarts the target (a restart hook): capability `restart`
 
+`{worker}` anywhere in the value is the xdist worker's number (gw3 -> 3; 0 without -n), and
+`N+{worker}` their sum: `port=29980+{worker}&control=/tmp/serve-{worker}.sock` gives each worker
+a served target of its own, so `control=` may be used with -n (without the placeholder it is
+refused there: one served target the workers would share).
+
 Every suite client (c1, c2, ...) is an export of its own: a client UUID
 `ptlrc-<run>-<worker><generation>-<name>` (the connect's buffers 1 and 2 are rewritten to name
 the live target and that UUID) and an LNet process id of its own (the `src_pid` of its
@@ -45,6 +50,7 @@ import ipaddress
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,8 +93,33 @@ class LiveSpec:
     text: str = ""
 
 
+WORKER = "{worker}"
+
+
+def worker_number() -> int:
+    """The xdist worker's number (gw3 -> 3), 0 outside xdist: what `{worker}` stands for."""
+    w = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(w[2:]) if w.startswith("gw") and w[2:].isdigit() else 0
+
+
+def with_worker(text: str, worker: int) -> str:
+    """`text` with `N+{worker}` replaced by the sum and any other `{worker}` by the number."""
+    text = re.sub(r"(\d+)\+" + re.escape(WORKER), lambda m: str(int(m.group(1)) + worker), text)
+    return text.replace(WORKER, str(worker))
+
+
+def shared_control(text: str) -> bool:
+    """Whether an --iut value names one control socket for every xdist worker (refused with -n)."""
+    if not text.startswith("lnet-tcp:"):
+        return False
+    control = parse_qs(text.partition("?")[2], keep_blank_values=True).get("control") or [""]
+    return bool(control[0]) and WORKER not in control[0]
+
+
 def parse_spec(text: str) -> LiveSpec:
-    """An --iut lnet-tcp: value; UsageError naming the field that is wrong."""
+    """An --iut lnet-tcp: value; UsageError naming the field that is wrong.  `{worker}` is this
+    process's xdist worker number (the spec's text keeps the placeholder: one description)."""
+    original, text = text, with_worker(text, worker_number())
     body = text[len("lnet-tcp:"):]
     nid_text, _, query = body.partition("?")
     where = f"--iut {text!r}"
@@ -134,7 +165,7 @@ def parse_spec(text: str) -> LiveSpec:
             raise UsageError(f"{where}: {k}= is empty")
     return LiveSpec(nid, host, f["target"], number("port", int, 1, 65535, LC["ACCEPT_PORT"]),
                     number("index", int, 0, 0xFFFF, 0), mode, number("drop", float, 0.01, 600.0, DEFAULT_DROP),
-                    srcport == "privileged", f.get("control"), f.get("restart"), text)
+                    srcport == "privileged", f.get("control"), f.get("restart"), original)
 
 
 def parse_scratch(text: str) -> tuple[str, Nid]:
