@@ -65,7 +65,7 @@ _HDR = spec.layout("lustre_msg_v2")
 MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
 MAX_CONTROL_LINE = 1 << 16    # a control request longer than this is refused
 CONTROL_TIMEOUT = 5.0         # a control client that sends nothing for this long is dropped
-CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "stop")
+CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "fate", "stop")
 
 
 def _round8(n: int) -> int:
@@ -244,6 +244,9 @@ class Server:
         self._peers: dict[str, Connection] = {}     # client -> the connection of its last request
         self._rep_mbits: set[str] = set()           # clients whose connect was granted REP_MBITS
         self._mgs_rep_mbits: set[str] = set()       # the same, of the MGS
+        # (pid, xid) -> [times received, "reply" (sent) | "none" (no reply sent now) | None (not
+        # yet known)] of its last receipt: the control op "fate"
+        self._fates: OrderedDict[tuple[int, int], list] = OrderedDict()
 
     def start(self) -> "Server":
         self.listener.start()
@@ -283,9 +286,12 @@ class Server:
                 self._transmit(_Outgoing(conn, MGC_REPLY_PORTAL, mbits, data, reply_offset(msg.payload), pid, client,
                                          xid, msg.payload, target=False))
             return
+        seen = self._fates.pop((pid, xid), [0, None])
+        self._fate(pid, xid, None, seen[0] + 1)
         with self._lock:
             if not conn.alive:          # dropped meanwhile (a restart): the request died with it
                 self.counts["lost_in_restart"] += 1
+                self._fate(pid, xid, "none")
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
@@ -297,6 +303,7 @@ class Server:
             if not outcome.ok or not isinstance(outcome.result, dict):
                 self.counts["iut_failed"] += 1
                 self._say(f"exchange from {client} xid {xid:#x}: {outcome.describe()}: no reply sent")
+                self._fate(pid, xid, "none")
                 return
             out = self._route_deferred(outcome.result.get("replies"))
             reply = self._route(client, xid, outcome.result.get("data"), conn)
@@ -305,8 +312,15 @@ class Server:
         for item in out:
             if self._transmit(item):
                 self.counts["deferred_delivered"] += 1
-        if reply is not None:
-            self._transmit(reply)
+        self._fate(pid, xid, "reply" if reply is not None and self._transmit(reply) else "none")
+
+    def _fate(self, pid: int, xid: int, fate: str | None, received: int | None = None) -> None:
+        entry = self._fates.setdefault((pid, xid), [1, None])
+        if received is not None:
+            entry[0] = received
+        entry[1] = fate
+        while len(self._fates) > MAX_PENDING:
+            self._fates.popitem(last=False)
 
     @staticmethod
     def _reply_mbits(granted: set, client: str, request, opc, xid: int) -> int:
@@ -443,6 +457,15 @@ class Server:
             return {"ok": True, "result": {}}
         if op == "fault":
             return self._control_fault(args or {})
+        if op == "fate":
+            # what became of the `sent`th receipt of process `pid`'s request `xid`: "reply" (sent),
+            # "none" (the IUT gave no reply now; a deferred one may follow) or "pending" (not
+            # received that many times yet, or in the IUT)
+            args = args or {}
+            if not all(isinstance(args.get(k), int) and not isinstance(args.get(k), bool) for k in ("pid", "xid", "sent")):
+                return {"ok": False, "error": "fate needs integers pid, xid and sent"}
+            received, fate = self._fates.get((args["pid"], args["xid"]), (0, None))
+            return {"ok": True, "result": {"fate": fate if received == args["sent"] and fate else "pending"}}
         if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
             return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
         deferred: list[_Outgoing] = []

@@ -229,6 +229,7 @@ class LnetTcpAdapter(Adapter):
         self._lock = threading.Lock()
         self._arrived: dict[tuple[int, int], bytes] = {}    # (pid, match bits) -> a reply no exchange waited for
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
+        self._sent: dict[tuple[int, int], int] = {}        # (pid, xid) -> times sent (serve's "fate" asks)
         self._closed = False
 
     # -- identities and links -----------------------------------------------------------
@@ -416,16 +417,25 @@ class LnetTcpAdapter(Adapter):
             return Outcome.crash(f"the target cannot be reached: {link.kind}: {link.detail}")
         opc = safety.parse(data)
         opc = opc.body("pb_opc") if opc is not None else None
+        told = []                   # serve's control socket said it sent no reply
+        sent = self._sent[(c.pid, xid)] = self._sent.get((c.pid, xid), 0) + 1
+
+        def given_up() -> bool:
+            if self._fate(c, xid, sent) == "none":
+                told.append(True)
+            return bool(told)
         out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
                             at=bool(_lm_flags(data) & safety.AT_SUPPORT), timeout=self.live.drop,
-                            max_wait=max(self.timeout, self.live.drop), src_pid=self._src_pid(c))
+                            max_wait=max(self.timeout, self.live.drop), src_pid=self._src_pid(c),
+                            given_up=given_up if self.live.control else None)
         result: dict = {"data": None, "replies": []}
         if out.kind == "reply":
             result["data"] = out.reply.payload.hex()
             self._learn(c, opc, out.reply.payload)
         elif out.kind == "timeout" and not out.early:
             self._dropped[(c.pid, xid)] = _Sent(name, xid, time.monotonic())
-            result["note"] = (f"no reply within the drop window ({self.live.drop:g} s): taken as dropped "
+            result["note"] = ("serve sent no reply (its control socket said so)" if told else
+                              f"no reply within the drop window ({self.live.drop:g} s): taken as dropped "
                               "(a heuristic on a live target)")
         elif out.kind == "timeout":
             return Outcome.timeout(f"{len(out.early)} early replies, then no final reply: {out.detail}")
@@ -523,6 +533,7 @@ class LnetTcpAdapter(Adapter):
                     self._links.remove(c.link)
         self._clients.clear()
         self._dropped.clear()
+        self._sent.clear()
         with self._lock:
             self._arrived.clear()
         self.generation += 1
@@ -564,6 +575,17 @@ class LnetTcpAdapter(Adapter):
             if len(got) >= expected or time.monotonic() >= deadline:
                 return got
             time.sleep(0.01)
+
+    def _fate(self, c: _Client, xid: int, sent: int) -> str | None:
+        """What serve's control socket says became of client `c`'s request `xid`, sent for the
+        `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
+        decides then)."""
+        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
+        try:
+            answer = control_call(self.live.control, "fate", timeout=self.timeout, pid=c.pid, xid=xid, sent=sent)
+        except (OSError, ValueError):
+            return None
+        return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
 
     def _control(self, op: str) -> Outcome:
         from ptlrpc_conformance.harness.transport.lnet_serve import control_call
