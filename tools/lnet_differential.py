@@ -83,12 +83,12 @@ def _workers(jobs: str | None) -> int:
 class Served:
     """One `serve` subprocess: its port, control socket and pcap."""
 
-    def __init__(self, iut: str, port: int, control: Path, pcap: Path, log: Path):
+    def __init__(self, iut: str, port: int, control: Path, pcap: Path, log: Path, accept_all: bool = False):
         self.port, self.control, self.pcap = port, control, pcap
         self.log = open(log, "w")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ptlrpc_conformance", "serve", "--listen", f"127.0.0.1:{port}",
-             "--control", str(control), "--iut", iut, "--pcap", str(pcap)],
+             "--control", str(control), "--iut", iut, "--pcap", str(pcap)] + (["--accept-all"] if accept_all else []),
             stdout=self.log, stderr=subprocess.STDOUT, env=_env(), cwd=ROOT)
         deadline = time.monotonic() + SERVE_START
         while not control.exists():
@@ -122,7 +122,10 @@ def certify(iut: str, out: Path, selection: list[str], jobs: int, extra: list[st
     if not report.exists():
         sys.stderr.write(run.stdout[-3000:] + run.stderr[-3000:])
         raise SystemExit(f"lnet_differential: certify --iut {iut!r} wrote no report (exit {run.returncode})")
-    return json.loads(report.read_text()), took
+    data = json.loads(report.read_text())
+    if data.get("incomplete"):
+        raise SystemExit(f"lnet_differential: certify --iut {iut!r} did not run: {data.get('incomplete_reason')}")
+    return data, took
 
 
 def _cases(report: dict) -> dict:
@@ -147,7 +150,7 @@ def compare(base: dict, other: dict, name: str) -> tuple[int, list[str]]:
 # -- the captures through tshark ---------------------------------------------------------
 
 TSHARK_FIELDS = ("frame.number", "frame.protocols", "lnet.msg_type", "lnet.msg_dst_match_bits",
-                 "lnet.src_pid", "lnet.dest_pid", "lnet.bad_buflen", "lnet.bad_type", "tcp.payload",
+                 "lnet.src_pid", "lnet.dest_pid", "lnet.payload_length", "lnet.bad_buflen", "lnet.bad_type", "tcp.payload",
                  "tcp.reassembled.data")
 
 
@@ -163,12 +166,15 @@ def _frames(pcap: Path, malformed_only: bool) -> list[dict]:
     return [dict(zip(TSHARK_FIELDS, line.split("\t"))) for line in run.stdout.splitlines() if line]
 
 
-def _message(frame: dict) -> bytes:
+def _message(frame: dict) -> bytes | None:
     """The PtlRPC message of an LNet PUT frame: its TCP data (reassembled when its headers came
-    in segments of their own) after the ksock and LNet headers."""
+    in segments of their own) after the ksock and LNet headers; None when that is not as long as
+    the LNet header's payload_length says (the LNet framing itself is wrong)."""
     from ptlrpc_conformance.harness.transport.lnet_engine import wire
     data = bytes.fromhex((frame.get("tcp.reassembled.data") or frame["tcp.payload"]).replace(":", ""))
-    return data[wire.layout("ksock_msg_hdr").size + wire.layout("lnet_hdr_nid4").size:]
+    msg = data[wire.layout("ksock_msg_hdr").size + wire.layout("lnet_hdr_nid4").size:]
+    return msg if frame.get("lnet.payload_length", "").isdigit() and len(msg) == int(frame["lnet.payload_length"]) \
+        else None
 
 
 def irregular(msg: bytes) -> str | None:
@@ -212,16 +218,17 @@ def check_captures(pcaps: list[Path], io_logs: list[Path]) -> tuple[int, list[st
             if f["lnet.msg_type"] != "1" or "lustre" not in f["frame.protocols"]:
                 continue
             msg = _message(f)
-            if msg in sent and irregular(msg):
+            if msg is not None and msg in sent and irregular(msg):
                 deliberate.add((f["lnet.msg_dst_match_bits"], f["lnet.src_pid"]))
                 deliberate.add((f["lnet.msg_dst_match_bits"], f["lnet.dest_pid"]))
         for f in _frames(pcap, malformed_only=True):
             where = f"{pcap.name} frame {f['frame.number']}"
             layers = f["frame.protocols"].split(":")
-            if "lnet" not in layers or "lustre" not in layers or f["lnet.bad_buflen"] or f["lnet.bad_type"]:
-                failing.append(f"{where}: malformed at the LNet layer ({f['frame.protocols']})")
-                continue
             msg = _message(f)
+            if "lnet" not in layers or "lustre" not in layers or f["lnet.bad_type"] or msg is None:
+                failing.append(f"{where}: malformed at the LNet layer ({f['frame.protocols']}, payload_length "
+                               f"{f['lnet.payload_length'] or '?'})")
+                continue
             why = irregular(msg) if msg in sent else None
             if why:
                 accepted.append(f"{where}: a request the suite sent irregular ({why})")
@@ -260,7 +267,7 @@ def main(argv=None) -> int:
     try:
         for w in range(jobs):
             servers.append(Served(args.iut, base + w, out / f"control-{w}", out / f"serve-{w}.pcap",
-                                  out / f"serve-{w}.log"))
+                                  out / f"serve-{w}.log", accept_all=args.srcport == "any"))
         live_iut = (f"lnet-tcp:127.0.0.1@tcp?target={TARGET}&port={base}+{{worker}}&drop={args.drop:g}"
                     f"&srcport={args.srcport}&control={out}/control-{{worker}}&mode=destructive")
         live, live_s = certify(live_iut, out / "live", selection + ["--scratch-target", f"{TARGET}@127.0.0.1@tcp"],

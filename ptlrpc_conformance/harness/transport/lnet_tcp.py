@@ -579,10 +579,12 @@ class LnetTcpAdapter(Adapter):
     def _fate(self, c: _Client, xid: int, sent: int) -> str | None:
         """What serve's control socket says became of client `c`'s request `xid`, sent for the
         `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
-        decides then)."""
+        decides then).  serve knows the client by its pid, or with srcport=any by its source
+        port (the pid of an unprivileged peer, as socklnd_cb.c: ksocknal_recv_hello names it)."""
         from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         try:
-            answer = control_call(self.live.control, "fate", timeout=self.timeout, pid=c.pid, xid=xid, sent=sent)
+            answer = control_call(self.live.control, "fate", timeout=self.timeout, xid=xid, sent=sent,
+                                  pid=c.pid if self.live.privileged else c.port | LC["LNET_PID_USERFLAG"])
         except (OSError, ValueError):
             return None
         return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
