@@ -310,9 +310,14 @@ class Server:
             if reply is not None:
                 self._learn_grant(self._rep_mbits, client, opc, reply.payload)
         for item in out:
-            if self._transmit(item):
-                self.counts["deferred_delivered"] += 1
+            self._deliver_deferred(item)
         self._fate(pid, xid, "reply" if reply is not None and self._transmit(reply) else "none")
+
+    def _deliver_deferred(self, item: "_Outgoing") -> None:
+        if self._transmit(item):
+            self.counts["deferred_delivered"] += 1
+            if (item.pid, item.xid) in self._fates:
+                self._fate(item.pid, item.xid, "reply")
 
     def _fate(self, pid: int, xid: int, fate: str | None, received: int | None = None) -> None:
         entry = self._fates.setdefault((pid, xid), [1, None])
@@ -458,14 +463,21 @@ class Server:
         if op == "fault":
             return self._control_fault(args or {})
         if op == "fate":
-            # what became of the `sent`th receipt of process `pid`'s request `xid`: "reply" (sent),
-            # "none" (the IUT gave no reply now; a deferred one may follow) or "pending" (not
-            # received that many times yet, or in the IUT)
+            # what became of the `sent`th receipt of process `pid`'s request `xid`: "reply" (sent,
+            # now or deferred), "none" (no reply sent yet; a deferred one may follow) or
+            # "pending" (not received that many times yet, or in the IUT); "requests":
+            # [[pid, xid, sent], ...] asks for several ("fates", in order)
             args = args or {}
-            if not all(isinstance(args.get(k), int) and not isinstance(args.get(k), bool) for k in ("pid", "xid", "sent")):
-                return {"ok": False, "error": "fate needs integers pid, xid and sent"}
-            received, fate = self._fates.get((args["pid"], args["xid"]), (0, None))
-            return {"ok": True, "result": {"fate": fate if received == args["sent"] and fate else "pending"}}
+            many = args.get("requests")
+            asked = many if isinstance(many, list) else [[args.get(k) for k in ("pid", "xid", "sent")]]
+            if not all(isinstance(a, list) and len(a) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in a)
+                       for a in asked):
+                return {"ok": False, "error": "fate needs integers pid, xid and sent (or requests: [[pid, xid, sent], ...])"}
+            fates = []
+            for pid, xid, sent in asked:
+                received, fate = self._fates.get((pid, xid), (0, None))
+                fates.append(fate if received == sent and fate else "pending")
+            return {"ok": True, "result": {"fates": fates} if isinstance(many, list) else {"fate": fates[0]}}
         if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
             return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
         deferred: list[_Outgoing] = []
@@ -485,8 +497,7 @@ class Server:
                 if op == "end_recovery":
                     deferred = self._route_deferred(result.get("replies"))
         for item in deferred:
-            if self._transmit(item):
-                self.counts["deferred_delivered"] += 1
+            self._deliver_deferred(item)
         self._say(f"{op}: done")
         return {"ok": True, "result": {**result, **self._status()}}
 

@@ -495,8 +495,16 @@ class LnetTcpAdapter(Adapter):
         replies sent before the last one but still in a connection's reader (another
         connection's, with srcport=any): all of them are returned together, as sent."""
         if settle and self._dropped:
+            waited = list(self._dropped)
             deadline = time.monotonic() + SETTLE
-            while time.monotonic() < deadline and not all(k in self._arrived for k in list(self._dropped)):
+            if self.live.control:           # serve says which it sent: wait for those, as long as a drop window
+                with self._lock:
+                    missing = [k for k in waited if k not in self._arrived]
+                fates = self._fates(missing) if missing else []
+                if fates is not None:
+                    waited = [k for k, f in zip(missing, fates) if f == "reply"]
+                    deadline = time.monotonic() + self.live.drop
+            while time.monotonic() < deadline and not all(k in self._arrived for k in waited):
                 time.sleep(0.002)
         out = []
         with self._lock:
@@ -576,15 +584,35 @@ class LnetTcpAdapter(Adapter):
                 return got
             time.sleep(0.01)
 
+    def _fates(self, keys: list[tuple[int, int]]) -> list[str] | None:
+        """serve's fates of requests taken as dropped ((pid, xid) keys of _dropped), or None."""
+        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
+        asked = []
+        for pid, xid in keys:
+            c = self._clients.get(self._dropped[(pid, xid)].client)
+            if c is None:
+                return None
+            asked.append([self._served_pid(c), xid, self._sent.get((pid, xid), 1)])
+        try:
+            answer = control_call(self.live.control, "fate", timeout=self.timeout, requests=asked)
+        except (OSError, ValueError):
+            return None
+        fates = (answer.get("result") or {}).get("fates") if answer.get("ok") else None
+        return fates if isinstance(fates, list) and len(fates) == len(keys) else None
+
+    def _served_pid(self, c: _Client) -> int:
+        """The pid serve knows client `c` by: its own, or with srcport=any its source port (the
+        pid of an unprivileged peer, as socklnd_cb.c: ksocknal_recv_hello names it)."""
+        return c.pid if self.live.privileged else c.port | LC["LNET_PID_USERFLAG"]
+
     def _fate(self, c: _Client, xid: int, sent: int) -> str | None:
         """What serve's control socket says became of client `c`'s request `xid`, sent for the
         `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
-        decides then).  serve knows the client by its pid, or with srcport=any by its source
-        port (the pid of an unprivileged peer, as socklnd_cb.c: ksocknal_recv_hello names it)."""
+        decides then)."""
         from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         try:
             answer = control_call(self.live.control, "fate", timeout=self.timeout, xid=xid, sent=sent,
-                                  pid=c.pid if self.live.privileged else c.port | LC["LNET_PID_USERFLAG"])
+                                  pid=self._served_pid(c))
         except (OSError, ValueError):
             return None
         return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
