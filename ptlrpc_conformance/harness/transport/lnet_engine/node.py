@@ -203,6 +203,10 @@ class Connection:
                                        "get_dropped": 0, "reply_received": 0, "handler_error": 0,
                                        "handler_dropped": 0}
         self._sock, self._big, self._handler, self._userspace = sock, peer_big, handler, userspace_peer
+        try:    # Nagle off, as socklnd by default (socklnd_lib.c: ksocknal_lib_setup_sock, nagle=0)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
         self._waiters: dict[tuple, _Waiter] = {}
