@@ -493,7 +493,9 @@ class LnetTcpAdapter(Adapter):
         """The replies that arrived for requests taken as dropped: deferred replies (protocol §2.4).
         With `settle`, while such requests wait, a moment (SETTLE, less when all have come) for
         replies sent before the last one but still in a connection's reader (another
-        connection's, with srcport=any): all of them are returned together, as sent."""
+        connection's, with srcport=any): all of them are returned together, as sent.  With a
+        control socket serve says which of them it has answered: the wait is for those only (at
+        most a drop window), and none when it has answered none."""
         if settle and self._dropped:
             waited = list(self._dropped)
             deadline = time.monotonic() + SETTLE
