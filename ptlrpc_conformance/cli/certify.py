@@ -56,9 +56,11 @@ def _input_problems(args) -> list[str]:
     from ptlrpc_conformance.harness.outputs import gate
     problems += gate.file_problems(args.known_failures, args.update_known_failures)
     problems += options.requirement_ids(args.requirement, "--requirement")
-    if (args.iut or "").startswith("lnet-tcp:") and "control=" in args.iut and args.jobs not in (None, "0", "1"):
-        problems.append(f"--iut {args.iut!r} with -n {args.jobs}: control= resets one served target, which the "
-                        "workers would share; run without -n")
+    if (args.iut or "").startswith("lnet-tcp:") and args.jobs not in (None, "0", "1"):
+        from ptlrpc_conformance.harness.transport.lnet_tcp import shared_control
+        if shared_control(args.iut):
+            problems.append(f"--iut {args.iut!r} with -n {args.jobs}: control= resets one served target, which the "
+                            "workers would share; run without -n, or give each worker its own with {worker} (docs/live.md)")
     return problems
 
 

@@ -67,7 +67,7 @@ _HDR = spec.layout("lustre_msg_v2")
 MAX_PENDING = 4096            # requests remembered for a reply still to come (deferred)
 MAX_CONTROL_LINE = 1 << 16    # a control request longer than this is refused
 CONTROL_TIMEOUT = 5.0         # a control client that sends nothing for this long is dropped
-CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "stop")
+CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "fate", "stop")
 
 
 
@@ -237,6 +237,9 @@ class Server:
         # "data", "reply": the reply sent whole and in time (None: none), "fault"}
         self.conversation: list[dict] | None = [] if record else None
         self._entries: dict[tuple[str, int], dict] = {}   # (client, xid) -> its last entry
+        # (pid, xid) -> [times received, "reply" (sent) | "none" (no reply sent now) | None (not
+        # yet known)] of its last receipt: the control op "fate"
+        self._fates: OrderedDict[tuple[int, int], list] = OrderedDict()
 
     def start(self) -> "Server":
         self.listener.start()
@@ -276,9 +279,12 @@ class Server:
                 self._transmit(_Outgoing(conn, MGC_REPLY_PORTAL, mbits, data, reply_offset(msg.payload), pid, client,
                                          xid, msg.payload, target=False))
             return
+        seen = self._fates.pop((pid, xid), [0, None])
+        self._fate(pid, xid, None, seen[0] + 1)
         with self._lock:
             if not conn.alive:          # dropped meanwhile (a restart): the request died with it
                 self.counts["lost_in_restart"] += 1
+                self._fate(pid, xid, "none")
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
@@ -296,16 +302,29 @@ class Server:
             if not outcome.ok or not isinstance(outcome.result, dict):
                 self.counts["iut_failed"] += 1
                 self._say(f"exchange from {client} xid {xid:#x}: {outcome.describe()}: no reply sent")
+                self._fate(pid, xid, "none")
                 return
             out = self._route_deferred(outcome.result.get("replies"))
             reply = self._route(client, xid, outcome.result.get("data"), conn)
             if reply is not None:
                 self._learn_grant(self._rep_mbits, client, opc, reply.payload)
         for item in out:
-            if self._transmit(item):
-                self.counts["deferred_delivered"] += 1
-        if reply is not None:
-            self._transmit(reply)
+            self._deliver_deferred(item)
+        self._fate(pid, xid, "reply" if reply is not None and self._transmit(reply) else "none")
+
+    def _deliver_deferred(self, item: "_Outgoing") -> None:
+        if self._transmit(item):
+            self.counts["deferred_delivered"] += 1
+            if (item.pid, item.xid) in self._fates:
+                self._fate(item.pid, item.xid, "reply")
+
+    def _fate(self, pid: int, xid: int, fate: str | None, received: int | None = None) -> None:
+        entry = self._fates.setdefault((pid, xid), [1, None])
+        if received is not None:
+            entry[0] = received
+        entry[1] = fate
+        while len(self._fates) > MAX_PENDING:
+            self._fates.popitem(last=False)
 
     @staticmethod
     def _reply_mbits(granted: set, client: str, request, opc, xid: int) -> int:
@@ -469,6 +488,22 @@ class Server:
             return {"ok": True, "result": {}}
         if op == "fault":
             return self._control_fault(args or {})
+        if op == "fate":
+            # what became of the `sent`th receipt of process `pid`'s request `xid`: "reply" (sent,
+            # now or deferred), "none" (no reply sent yet; a deferred one may follow) or
+            # "pending" (not received that many times yet, or in the IUT); "requests":
+            # [[pid, xid, sent], ...] asks for several ("fates", in order)
+            args = args or {}
+            many = args.get("requests")
+            asked = many if isinstance(many, list) else [[args.get(k) for k in ("pid", "xid", "sent")]]
+            if not all(isinstance(a, list) and len(a) == 3 and all(isinstance(v, int) and not isinstance(v, bool) for v in a)
+                       for a in asked):
+                return {"ok": False, "error": "fate needs integers pid, xid and sent (or requests: [[pid, xid, sent], ...])"}
+            fates = []
+            for pid, xid, sent in asked:
+                received, fate = self._fates.get((pid, xid), (0, None))
+                fates.append(fate if received == sent and fate else "pending")
+            return {"ok": True, "result": {"fates": fates} if isinstance(many, list) else {"fate": fates[0]}}
         if op in ("restart", "end_recovery") and not self.adapter.supports("restart"):
             return {"ok": False, "error": f"the IUT does not declare capability 'restart' (needed for {op})"}
         deferred: list[_Outgoing] = []
@@ -487,8 +522,7 @@ class Server:
                 if op == "end_recovery":
                     deferred = self._route_deferred(result.get("replies"))
         for item in deferred:
-            if self._transmit(item):
-                self.counts["deferred_delivered"] += 1
+            self._deliver_deferred(item)
         self._say(f"{op}: done")
         return {"ok": True, "result": {**result, **self._status()}}
 

@@ -19,6 +19,11 @@
             end_recovery go there, and the adapter declares capability `restart`
   restart   a shell command that restarts the target (a restart hook): capability `restart`
 
+`{worker}` anywhere in the value is the xdist worker's number (gw3 -> 3; 0 without -n), and
+`N+{worker}` their sum: `port=29980+{worker}&control=/tmp/serve-{worker}.sock` gives each worker
+a served target of its own, so `control=` may be used with -n (without the placeholder it is
+refused there: one served target the workers would share).
+
 Every suite client (c1, c2, ...) is an export of its own: a client UUID
 `ptlrc-<run>-<worker><generation>-<name>` (the connect's buffers 1 and 2 are rewritten to name
 the live target and that UUID) and an LNet process id of its own (the `src_pid` of its
@@ -45,6 +50,7 @@ import ipaddress
 import itertools
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -87,8 +93,33 @@ class LiveSpec:
     text: str = ""
 
 
+WORKER = "{worker}"
+
+
+def worker_number() -> int:
+    """The xdist worker's number (gw3 -> 3), 0 outside xdist: what `{worker}` stands for."""
+    w = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(w[2:]) if w.startswith("gw") and w[2:].isdigit() else 0
+
+
+def with_worker(text: str, worker: int) -> str:
+    """`text` with `N+{worker}` replaced by the sum and any other `{worker}` by the number."""
+    text = re.sub(r"(\d+)\+" + re.escape(WORKER), lambda m: str(int(m.group(1)) + worker), text)
+    return text.replace(WORKER, str(worker))
+
+
+def shared_control(text: str) -> bool:
+    """Whether an --iut value names one control socket for every xdist worker (refused with -n)."""
+    if not text.startswith("lnet-tcp:"):
+        return False
+    control = parse_qs(text.partition("?")[2], keep_blank_values=True).get("control") or [""]
+    return bool(control[0]) and WORKER not in control[0]
+
+
 def parse_spec(text: str) -> LiveSpec:
-    """An --iut lnet-tcp: value; UsageError naming the field that is wrong."""
+    """An --iut lnet-tcp: value; UsageError naming the field that is wrong.  `{worker}` is this
+    process's xdist worker number (the spec's text keeps the placeholder: one description)."""
+    original, text = text, with_worker(text, worker_number())
     body = text[len("lnet-tcp:"):]
     nid_text, _, query = body.partition("?")
     where = f"--iut {text!r}"
@@ -134,7 +165,7 @@ def parse_spec(text: str) -> LiveSpec:
             raise UsageError(f"{where}: {k}= is empty")
     return LiveSpec(nid, host, f["target"], number("port", int, 1, 65535, LC["ACCEPT_PORT"]),
                     number("index", int, 0, 0xFFFF, 0), mode, number("drop", float, 0.01, 600.0, DEFAULT_DROP),
-                    srcport == "privileged", f.get("control"), f.get("restart"), text)
+                    srcport == "privileged", f.get("control"), f.get("restart"), original)
 
 
 def parse_scratch(text: str) -> tuple[str, Nid]:
@@ -198,6 +229,7 @@ class LnetTcpAdapter(Adapter):
         self._lock = threading.Lock()
         self._arrived: dict[tuple[int, int], bytes] = {}    # (pid, match bits) -> a reply no exchange waited for
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
+        self._sent: dict[tuple[int, int], int] = {}        # (pid, xid) -> times sent (serve's "fate" asks)
         self._closed = False
 
     # -- identities and links -----------------------------------------------------------
@@ -385,16 +417,25 @@ class LnetTcpAdapter(Adapter):
             return Outcome.crash(f"the target cannot be reached: {link.kind}: {link.detail}")
         opc = safety.parse(data)
         opc = opc.body("pb_opc") if opc is not None else None
+        told = []                   # serve's control socket said it sent no reply
+        sent = self._sent[(c.pid, xid)] = self._sent.get((c.pid, xid), 0) + 1
+
+        def given_up() -> bool:
+            if self._fate(c, xid, sent) == "none":
+                told.append(True)
+            return bool(told)
         out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
                             at=bool(_lm_flags(data) & safety.AT_SUPPORT), timeout=self.live.drop,
-                            max_wait=max(self.timeout, self.live.drop), src_pid=self._src_pid(c))
+                            max_wait=max(self.timeout, self.live.drop), src_pid=self._src_pid(c),
+                            given_up=given_up if self.live.control else None)
         result: dict = {"data": None, "replies": []}
         if out.kind == "reply":
             result["data"] = out.reply.payload.hex()
             self._learn(c, opc, out.reply.payload)
         elif out.kind == "timeout" and not out.early:
             self._dropped[(c.pid, xid)] = _Sent(name, xid, time.monotonic())
-            result["note"] = (f"no reply within the drop window ({self.live.drop:g} s): taken as dropped "
+            result["note"] = ("serve sent no reply (its control socket said so)" if told else
+                              f"no reply within the drop window ({self.live.drop:g} s): taken as dropped "
                               "(a heuristic on a live target)")
         elif out.kind == "timeout":
             return Outcome.timeout(f"{len(out.early)} early replies, then no final reply: {out.detail}")
@@ -452,10 +493,20 @@ class LnetTcpAdapter(Adapter):
         """The replies that arrived for requests taken as dropped: deferred replies (protocol §2.4).
         With `settle`, while such requests wait, a moment (SETTLE, less when all have come) for
         replies sent before the last one but still in a connection's reader (another
-        connection's, with srcport=any): all of them are returned together, as sent."""
+        connection's, with srcport=any): all of them are returned together, as sent.  With a
+        control socket serve says which of them it has answered: the wait is for those only (at
+        most a drop window), and none when it has answered none."""
         if settle and self._dropped:
+            waited = list(self._dropped)
             deadline = time.monotonic() + SETTLE
-            while time.monotonic() < deadline and not all(k in self._arrived for k in list(self._dropped)):
+            if self.live.control:           # serve says which it sent: wait for those, as long as a drop window
+                with self._lock:
+                    missing = [k for k in waited if k not in self._arrived]
+                fates = self._fates(missing) if missing else []
+                if fates is not None:
+                    waited = [k for k, f in zip(missing, fates) if f == "reply"]
+                    deadline = time.monotonic() + self.live.drop
+            while time.monotonic() < deadline and not all(k in self._arrived for k in waited):
                 time.sleep(0.002)
         out = []
         with self._lock:
@@ -492,6 +543,7 @@ class LnetTcpAdapter(Adapter):
                     self._links.remove(c.link)
         self._clients.clear()
         self._dropped.clear()
+        self._sent.clear()
         with self._lock:
             self._arrived.clear()
         self.generation += 1
@@ -533,6 +585,39 @@ class LnetTcpAdapter(Adapter):
             if len(got) >= expected or time.monotonic() >= deadline:
                 return got
             time.sleep(0.01)
+
+    def _fates(self, keys: list[tuple[int, int]]) -> list[str] | None:
+        """serve's fates of requests taken as dropped ((pid, xid) keys of _dropped), or None."""
+        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
+        asked = []
+        for pid, xid in keys:
+            c = self._clients.get(self._dropped[(pid, xid)].client)
+            if c is None:
+                return None
+            asked.append([self._served_pid(c), xid, self._sent.get((pid, xid), 1)])
+        try:
+            answer = control_call(self.live.control, "fate", timeout=self.timeout, requests=asked)
+        except (OSError, ValueError):
+            return None
+        fates = (answer.get("result") or {}).get("fates") if answer.get("ok") else None
+        return fates if isinstance(fates, list) and len(fates) == len(keys) else None
+
+    def _served_pid(self, c: _Client) -> int:
+        """The pid serve knows client `c` by: its own, or with srcport=any its source port (the
+        pid of an unprivileged peer, as socklnd_cb.c: ksocknal_recv_hello names it)."""
+        return c.pid if self.live.privileged else c.port | LC["LNET_PID_USERFLAG"]
+
+    def _fate(self, c: _Client, xid: int, sent: int) -> str | None:
+        """What serve's control socket says became of client `c`'s request `xid`, sent for the
+        `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
+        decides then)."""
+        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
+        try:
+            answer = control_call(self.live.control, "fate", timeout=self.timeout, xid=xid, sent=sent,
+                                  pid=self._served_pid(c))
+        except (OSError, ValueError):
+            return None
+        return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
 
     def _control(self, op: str) -> Outcome:
         from ptlrpc_conformance.harness.transport.lnet_serve import control_call

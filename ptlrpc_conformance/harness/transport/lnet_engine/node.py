@@ -57,6 +57,8 @@ from .wire import (C, NONE_WMD, AcceptorRequest, Hello, KsockHeader, LnetHeader,
                    unpack_ksock, unpack_lnet_header)
 
 POLL = 0.1                       # how often a blocked reader looks at its closing flag (seconds)
+GIVEN_UP_FIRST = 0.005           # an exchange's first question whether its peer gave up replying
+GIVEN_UP_EVERY = 0.02            # and the next ones
 MAX_QUEUED = 64                  # messages kept for one waiter, or unmatched, before older ones go
 MAX_CONNECTIONS = 16             # connections a listener keeps at once
 MAX_HANDSHAKES = 16              # handshakes a listener reads at once (Lustre's acceptor reads one at a time)
@@ -201,6 +203,10 @@ class Connection:
                                        "get_dropped": 0, "reply_received": 0, "handler_error": 0,
                                        "handler_dropped": 0}
         self._sock, self._big, self._handler, self._userspace = sock, peer_big, handler, userspace_peer
+        try:    # Nagle off, as socklnd by default (socklnd_lib.c: ksocknal_lib_setup_sock, nagle=0)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
         self._waiters: dict[tuple, _Waiter] = {}
@@ -364,14 +370,18 @@ class Connection:
 
     def exchange(self, portal: int, match_bits: int, payload: bytes, *, reply_portal: int, at: bool = True,
                  timeout: float = 5.0, max_wait: float | None = None,
-                 renew: Callable[[Message], float] | None = None, src_pid: int | None = None) -> Outcome:
+                 renew: Callable[[Message], float] | None = None, src_pid: int | None = None,
+                 given_up: Callable[[], bool] | None = None) -> Outcome:
         """PUT `payload` to `portal` with `match_bits` and wait for the PUT that answers it on
         `reply_portal` with the same match bits.  With `at` (the request asked for adaptive
         timeouts), a reply at offset 0 is an early one: it is kept, and the wait starts again
         (`renew(early)` seconds, by default `timeout`); the first reply at another offset, or
         any reply without `at`, is the final one.  The whole wait never exceeds `max_wait`
         (default 10 x `timeout`).  `src_pid`: the process of this node that sends it (default the
-        node's): only a reply to that pid answers it, so processes may use the same match bits."""
+        node's): only a reply to that pid answers it, so processes may use the same match bits.
+        `given_up()`, asked while no reply has come (after GIVEN_UP_FIRST, then every
+        GIVEN_UP_EVERY seconds), True when the peer says no reply is coming: the wait ends at
+        once, as a timeout."""
         key = (reply_portal, match_bits) if src_pid is None else (reply_portal, match_bits, src_pid)
         waiter = self._register(key)
         if isinstance(waiter, Outcome):
@@ -385,14 +395,21 @@ class Connection:
             start = time.monotonic()
             cap = start + (max_wait if max_wait is not None else 10 * timeout)
             deadline = start + timeout
+            ask = start + GIVEN_UP_FIRST
             while True:
-                remaining = min(deadline, cap) - time.monotonic()
+                now = time.monotonic()
+                remaining = min(deadline, cap) - now
                 if remaining <= 0:
                     late = f" after {len(early)} early repl{'y' if len(early) == 1 else 'ies'}" if early else ""
                     return Outcome("timeout", f"no final reply to match bits {match_bits:#x}{late}", early=tuple(early))
                 try:
-                    item = waiter.queue.get(timeout=remaining)
+                    item = waiter.queue.get(timeout=remaining if given_up is None else max(0.0, min(remaining, ask - now)))
                 except queue.Empty:
+                    if given_up is not None and time.monotonic() >= ask:
+                        if given_up() and waiter.queue.empty():
+                            return Outcome("timeout", f"no reply to match bits {match_bits:#x}: the peer sent none",
+                                           early=tuple(early))
+                        ask = time.monotonic() + GIVEN_UP_EVERY
                     continue
                 if isinstance(item, Outcome):
                     return Outcome(item.kind, item.detail, early=tuple(early))
