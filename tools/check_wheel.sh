@@ -21,8 +21,12 @@ bin="$work/venv/bin"
 "$bin/python" - "$work/r1/report.json" "$work/r2/report.json" <<'PY'
 import json, sys
 for path in sys.argv[1:]:
-    s = json.load(open(path))["summary"]
-    assert s["total"] > 0 and s["pass"] == s["total"], (path, s)
-    print(f"wheel check: {path}: {s['pass']}/{s['total']} cases pass")
+    report = json.load(open(path))
+    s = report["summary"]
+    # every case passes but the client cases, which do not apply to a target (certify --client)
+    others = [c["id"] for c in report["cases"] if c["verdict"] != "pass"
+              and not (c["id"].startswith("client.") and c["verdict"] == "not-applicable")]
+    assert s["total"] > 0 and not others, (path, s, others[:5])
+    print(f"wheel check: {path}: {s['pass']}/{s['total']} cases pass, the rest client cases (not applicable)")
 PY
 echo "wheel check: ok"
