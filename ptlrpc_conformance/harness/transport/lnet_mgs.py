@@ -56,23 +56,11 @@ def order(data: bytes) -> str | None:
 
 
 def buffers(data: bytes) -> tuple[list[bytes], str] | None:
-    """The buffers of a lustre_msg_v2 and its byte order, or None when the bytes are not one."""
-    count_at, lens, where = _HDR.field("lm_bufcount"), _HDR.field("lm_buflens"), order(data)
-    if where is None:
-        return None
-    count = int.from_bytes(data[count_at.offset:count_at.end], where)
-    at = round8(lens.offset + lens.elem_size * count)
-    if len(data) < at:
-        return None
-    out = []
-    for i in range(count):
-        start = lens.offset + lens.elem_size * i
-        n = int.from_bytes(data[start:start + lens.elem_size], where)
-        if at + n > len(data):
-            return None
-        out.append(data[at:at + n])
-        at += round8(n)
-    return out, where
+    """The buffers of a lustre_msg_v2 and its byte order, or None when the bytes are not one
+    (read as the lnet-tcp firewall reads a request: live_safety.parse)."""
+    from ptlrpc_conformance.harness.transport.live_safety import parse
+    msg = parse(data)
+    return None if msg is None else ([data[at:at + n] for at, n in msg.spans], msg.order)
 
 
 def pack_struct(name: str, **values) -> bytearray:
