@@ -521,8 +521,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reasons", default=str(REASONS), help="documented reasons of misses, by id")
     ap.add_argument("--id", action="append", help="only the entries of this id (repeatable)")
     ap.add_argument("--doc", default=str(DOC), help="the document to write (default docs/certifications/recall.md)")
-    ap.add_argument("--merge", metavar="SUMMARY", help="with --id: a previous run's summary.json whose results "
-                    "for the other entries (unchanged in the corpus) the summary and the document keep")
+    ap.add_argument("--merge", metavar="SUMMARY", action="append",
+                    help="with --id: a previous run's summary.json whose results for the other entries (unchanged "
+                         "in the corpus) the summary and the document keep (repeatable: a later one's row wins)")
     args = ap.parse_args(argv)
     git = args.lustre_git
     if subprocess.run(["git", f"--git-dir={git}", "rev-parse", "--git-dir"], capture_output=True).returncode != 0:
@@ -545,11 +546,12 @@ def main(argv=None) -> int:
             print(f"recall: --id {', '.join(unknown)}: not in {corpus}", file=sys.stderr)
             return 2
     kept = {}
-    if args.merge:
+    for path in args.merge or []:          # a later summary's row replaces an earlier one's
         try:
-            kept = {(r["id"], r["fix"]): r for r in json.loads(pathlib.Path(args.merge).read_text())["entries"]}
+            kept.update({(r["id"], r["fix"]): dict(r, merged_from=path)
+                         for r in json.loads(pathlib.Path(path).read_text())["entries"]})
         except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"recall: --merge {args.merge}: not a summary.json of this tool: {e}", file=sys.stderr)
+            print(f"recall: --merge {path}: not a summary.json of this tool: {e}", file=sys.stderr)
             return 2
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -563,12 +565,12 @@ def main(argv=None) -> int:
             same = row and (row["parent"], row["profile"], row["kind"], row["expected"]) == \
                 (e["parent"], e["profile"], e["kind"], sorted(e["requirements"]))
             if not same:
-                errors.append(f"--merge {args.merge}: no result for {e['id']} {e['fix']} as the corpus gives it "
+                errors.append(f"--merge: no result for {e['id']} {e['fix']} as the corpus gives it "
                               f"now: run it (--id {e['id']})")
                 continue
             # (a summary older than the "finding" field: its reason is kept as it was written)
             row = dict(row, reason=row.get("finding", row["reason"]), finding=row.get("finding", row["reason"]))
-            print(f"recall: {e['id']} {e['fix'][:10]}: kept from {args.merge}", file=sys.stderr)
+            print(f"recall: {e['id']} {e['fix'][:10]}: kept from {row.pop('merged_from')}", file=sys.stderr)
         else:
             try:
                 row = judge(e, git, out, folders)
