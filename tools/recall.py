@@ -229,7 +229,10 @@ def reason_errors(row: dict, documented: dict | None, where: str) -> list[str]:
                       f"{stated['charged'] or 'nothing'}; the run found told_apart={found['told_apart']}, charged "
                       f"{found['charged'] or 'nothing'}: re-read the miss and rewrite the reason")
     for side, into in (row.get("builds") or {}).items():
-        code = (pathlib.Path(into) / "lustre_extract.c").read_text(encoding="utf-8", errors="replace")
+        extracted = pathlib.Path(into) / "lustre_extract.c"
+        if not extracted.is_file():          # a kept result whose build is gone: checked when it ran
+            continue
+        code = extracted.read_text(encoding="utf-8", errors="replace")
         for fn in documented.get("not_compiled") or []:
             if defines(code, fn):
                 errors.append(f"{at}: not_compiled: the testee built from the {side} compiles {fn}")
@@ -483,7 +486,8 @@ def document(rows: list[dict], fig: dict, corpus_name: str) -> str:
     lines = ["# Known-bug recall: Lustre's own wire fixes, told apart", "",
              "Each row is a fix of a wire-visible bug in Lustre (between v2_10_0 and v2_17_57). For a `build` "
              "entry, Lustre's own unpacking code at the fix's parent and at the fix is built into "
-             "[examples/lustre-testee](../../examples/lustre-testee/README.md) (`make`, the guard-page build) and each is "
+             "[examples/lustre-testee](../../examples/lustre-testee/README.md) (`make RELEASE=R`, the guard-page build "
+             "reading structures with the layout table of the profile's release R) and each is "
              "certified under the entry's profile with only the cases of the requirements the fix must be "
              "charged to (`certify --profile P --requirement R ...`). For a `target` entry, the independent OST "
              "of tests/independent_ost.py stands for the code after the fix and its mutant `before_<id>` for "
