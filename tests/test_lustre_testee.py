@@ -236,7 +236,10 @@ HELPER_TREES = {
                  "lustre/include/lustre_net.h": "static inline bool req_capsule_rep_need_swab(struct req_capsule *p)"
                                                 "\n{\n\treturn 0;\n}\n",
                  "lustre/ptlrpc/layout.c": "bool req_capsule_need_swab(struct req_capsule *p)\n{\n\treturn 0;\n}\n"
-                                           "void req_capsule_set_swabbed(struct req_capsule *p)\n{\n}\n",
+                                           "void req_capsule_set_swabbed(struct req_capsule *p)\n{\n}\n"
+                                           # a request format field of a structure without a routine of its own
+                                           "struct req_msg_field RMF_K =\n\tDEFINE_MSGF(\"k\", 0, "
+                                           "sizeof(struct ll_fiemap_info_key),\n\t\t    lustre_swab_lu_fid, NULL);\n",
                  "lustre/ptlrpc/pack_generic.c": "__u32 lustre_msg_calc_cksum(struct lustre_msg *msg, __u32 buf)\n{\n"
                                                  "\treturn 0;\n}\n"
                                                  # a structure's swab routine, the helper it calls
@@ -258,7 +261,8 @@ HELPER_TREES = {
                                                 "param": "struct lustre_msg", "length": None},
                      "lustre_swab_object_update_request": {"file": "lustre/ptlrpc/pack_server.c", "returns": "int",
                                                            "param": "struct object_update_request",
-                                                           "length": "__u32"}}}),
+                                                           "length": "__u32"}},
+                 "capsule_swabbers": {"ll_fiemap_info_key": "lustre_swab_lu_fid"}}),
     "request": ({"lustre/include/lustre_net.h": "".join(
                     f"static inline bool {n}(struct ptlrpc_request *req)\n{{\n\treturn 0;\n}}\n"
                     for n in ("lustre_req_swabbed", "lustre_rep_swabbed", "ptlrpc_req_need_swab", "ptlrpc_rep_need_swab",
@@ -269,7 +273,7 @@ HELPER_TREES = {
                  "lustre/include/uapi/linux/lustre/lustre_idl.h": "struct m { __u32 lm_padding_2; };\n"
                                                                   "struct b { __u32 pb_padding1; __u64 pb_padding64_2; };\n"},
                 {"request_helpers": True, "cksum_takes_buffer": False, "lm_opc": False, "pb_projid": False,
-                 "pb_uid": False, "swabbers": {}}),
+                 "pb_uid": False, "swabbers": {}, "capsule_swabbers": {}}),
 }
 
 

@@ -117,6 +117,104 @@ def test_the_parents_extra_failures_are_what_is_charged():
     assert recall.compare(fix, fix) == ({}, [])
 
 
+def test_a_case_not_applicable_to_the_parent_tells_nothing_apart():
+    # LU-11997: the parent had no routine for the structure (not applicable), the fix passed
+    parent = report(("a", "not-applicable", []))
+    fix = report(("a", "pass", []))
+    assert recall.compare(parent, fix) == ({}, [])
+
+
+def test_a_failure_that_names_no_requirement_charges_the_ones_its_case_tests():
+    parent = {"cases": [{"id": "a", "verdict": "error", "failed_requirements": [], "requirements": ["STRUCT-SWAB-1"]}]}
+    assert recall.compare(parent, report(("a", "pass", []))) == ({"a": ["STRUCT-SWAB-1"]}, ["STRUCT-SWAB-1"])
+
+
+def _row(**over):
+    r = {"id": "LU-11753", "fix": "77f01308c5", "told_apart": False, "charged": [], "caught": False}
+    r.update(over)
+    return r
+
+
+def test_a_reason_that_contradicts_the_runs_own_finding_is_refused(tmp_path):
+    reason = {"told_apart": False, "charged": [], "not_compiled": ["lu_dirent_calc_size"], "reason": "r"}
+    assert recall.reason_errors(_row(), reason, "r.yaml") == []
+    assert recall.reason_errors(_row(), None, "r.yaml") == []
+    # a reason for an entry the run caught
+    (e,) = recall.reason_errors(_row(told_apart=True, charged=["X"], caught=True), reason, "r.yaml")
+    assert e == "r.yaml: LU-11753 (fix 77f01308c5): documents a reason for an entry the suite caught: remove it"
+    # told apart now, but not charged as expected: the reason explains another finding
+    (e,) = recall.reason_errors(_row(told_apart=True, charged=["STRUCT-SWAB-1"]), reason, "r.yaml")
+    assert "explains told_apart=False, charged nothing; the run found told_apart=True, charged ['STRUCT-SWAB-1']" in e
+    # a function the reason says is not compiled, which the build compiles
+    build = tmp_path / "b"
+    build.mkdir()
+    (build / "lustre_extract.c").write_text("static inline int\nlu_dirent_calc_size(int namelen,\n\tint attr)\n{\n"
+                                            "\treturn 0;\n}\n")
+    (e,) = recall.reason_errors(_row(builds={"parent": str(build)}), reason, "r.yaml")
+    assert e.endswith("not_compiled: the testee built from the parent compiles lu_dirent_calc_size")
+    # a call or a prototype is not a definition
+    (build / "lustre_extract.c").write_text("int lu_dirent_calc_size(int n);\nint f(void)\n{\n"
+                                            "\tif (lu_dirent_calc_size(1)) {\n\t\treturn 1;\n\t}\n}\n")
+    assert recall.reason_errors(_row(builds={"parent": str(build)}), reason, "r.yaml") == []
+
+
+@pytest.mark.parametrize("text, message", [
+    ("LU-1: just a sentence\n", "expected the fields told_apart, charged, reason"),
+    ("LU-1: {told_apart: maybe, charged: [], reason: r}\n", "told_apart: true or false"),
+    ("LU-1: {told_apart: false, charged: [], reason: r, why: x}\n", "expected the fields"),
+    ("'12590': {told_apart: false, charged: [], reason: r}\n", "not a Lustre ticket"),
+])
+def test_a_bad_reason_is_named(tmp_path, text, message):
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    with pytest.raises(recall.CorpusError, match=message):
+        recall.load_reasons(path)
+
+
+def test_the_documented_reasons_explain_what_the_published_document_found():
+    """Without a Lustre tree: each reason's finding is the one recall.md shows for every missed
+    row of its id, and no reason stands for an id whose rows were all caught."""
+    text = recall.DOC.read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if re.match(r"^\| LU-\d+ \| `", line)]
+    for rid, r in recall.load_reasons(recall.REASONS).items():
+        mine = [row for row in rows if row[0].lstrip("| ") == rid]
+        missed = [row for row in mine if row[9] != "yes"]
+        assert missed, f"{rid}: a reason for an entry recall.md shows caught"
+        for row in missed:
+            charged = [] if row[7] == "none" else row[7].split(", ")
+            assert (row[8] == "yes", charged) == (r["told_apart"], sorted(r["charged"])), (rid, row)
+            assert " ".join(r["reason"].split()) in row[10], (rid, row[10])
+
+
+def test_a_partial_run_keeps_the_other_entries_results(tmp_path, capsys):
+    git = tmp_path / "g"
+    subprocess.run(["git", "init", "-q", str(git)], check=True)
+    for n in range(3):
+        subprocess.run(["git", "-C", str(git), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                        "--allow-empty", "-m", str(n)], check=True)
+    log = subprocess.run(["git", "-C", str(git), "log", "--format=%H"], capture_output=True, text=True).stdout.split()
+    c2, c1, c0 = log
+    entries = [entry(id="LU-1", fix=c1[:10], parent=c0[:10], kind="target", requirements=["TGT-CONN-1"]),
+               entry(id="LU-2", fix=c2[:10], parent=c1[:10], kind="target", requirements=["TGT-CONN-1"])]
+    corpus = tmp_path / "c.yaml"
+    corpus.write_text(yaml.safe_dump(entries, sort_keys=False))
+    args = ["--lustre-git", str(git / ".git"), "--corpus", str(corpus), "--reasons", str(tmp_path / "none.yaml")]
+    assert recall.main(args + ["--out", str(tmp_path / "all"), "--doc", str(tmp_path / "all.md")]) == 0
+    prev = tmp_path / "all" / "summary.json"
+    doc = tmp_path / "one.md"
+    assert recall.main(args + ["--out", str(tmp_path / "one"), "--doc", str(doc), "--id", "LU-1",
+                               "--merge", str(prev)]) == 0
+    summary = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert [(r["id"], r["fix"]) for r in summary["entries"]] == [("LU-1", c1[:10]), ("LU-2", c2[:10])]
+    assert summary["recall"]["all"] == {"caught": 0, "total": 2} and "**Recall: 0 / 2**" in doc.read_text()
+    assert "LU-2 " + c2[:10] + ": kept from" in capsys.readouterr().err
+    # a kept result for an entry the corpus has changed since is not kept
+    corpus.write_text(yaml.safe_dump([entries[0], dict(entries[1], requirements=["TGT-CONN-2"])], sort_keys=False))
+    assert recall.main(args + ["--out", str(tmp_path / "two"), "--doc", str(doc), "--id", "LU-1",
+                               "--merge", str(prev)]) == 2
+    assert f"no result for LU-2 {c2[:10]} as the corpus gives it now: run it (--id LU-2)" in capsys.readouterr().err
+
+
 def test_a_target_entry_without_its_mutant_is_a_miss_naming_the_mutant(tmp_path):
     row = recall.judge(entry(id="LU-1", kind="target", requirements=["TGT-CONN-1"]), "unused", tmp_path, [])
     assert row["told_apart"] is False and row["caught"] is False

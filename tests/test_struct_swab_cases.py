@@ -56,14 +56,15 @@ def test_every_structure_with_a_swab_routine_has_a_big_endian_case():
 
 
 @pytest.mark.parametrize("name", ["fiemap", "lov_mds_md_v1", "lov_mds_md_v3", "lov_comp_md_v1",
-                                  "object_update_request"])
+                                  "object_update_request", "object_update_reply"])
 def test_counts_that_claim_more_than_the_buffer(name):
     """An overclaiming count is `acceptable` (a refusal passes) and, when accepted, judged on the
     header the bytes hold; its claimed count is larger than the elements present."""
     v = _generated()[f"structs.generated.{name.replace('_', '-')}-overclaim-be"]
     assert v.verdict == "acceptable" and v.byte_order == "big" and list(v.requirements) == ["DEC-ROBUST-1"]
     flexible = [f for f in S.entry(name)["fields"] if f.get("flexible")][0]
-    elem = S.size(flexible["type"][len("struct "):])
+    t = flexible["type"]
+    elem = S.size(t[len("struct "):]) if t.startswith("struct ") else int(t[1:]) // 8     # ourp_lens: u16
     present = (len(v.data) - S.size(name)) // elem
     counts = {k: val for k, val in v.expect["fields"].items() if "count" in k}
     assert counts and max(counts.values()) > present, (counts, present)
@@ -193,3 +194,34 @@ def test_structs_table_prefers_the_routine_that_swabs_the_stripes():
 def test_structs_table_release_of_a_tree(version, expected):
     table = _load("structs_table", "examples/lustre-testee/structs_table.py")
     assert table.release_of(version)[0] == expected
+
+
+def test_structs_table_runs_the_routine_the_trees_request_format_runs_on_a_structure(tmp_path):
+    # LU-11997: before the fix, layout.c's RMF_FIEMAP_KEY ran lustre_swab_fiemap on the
+    # ll_fiemap_info_key buffer; the testee built from that tree must run it too
+    extract = _load("extract", "examples/lustre-testee/extract.py")
+    table = _load("structs_table", "examples/lustre-testee/structs_table.py")
+    (tmp_path / "lustre/ptlrpc").mkdir(parents=True)
+    (tmp_path / "lustre/ptlrpc/layout.c").write_text(
+        'struct req_msg_field RMF_FIEMAP_KEY =\n\tDEFINE_MSGF("fiemap", 0, sizeof(struct ll_fiemap_info_key),\n'
+        '\t\t    lustre_swab_fiemap, NULL);\n'
+        'struct req_msg_field RMF_A =\n\tDEFINE_MSGF("a", 0, sizeof(struct obdo), lustre_swab_obdo, NULL);\n'
+        'struct req_msg_field RMF_B =\n\tDEFINE_MSGF("b", 0, sizeof(struct obdo), lustre_swab_ost_body, NULL);\n')
+    swabbers = {"lustre_swab_fiemap": {"param": "struct fiemap", "length": None, "returns": "void",
+                                       "file": "lustre/ptlrpc/pack_generic.c"},
+                "lustre_swab_obdo": {"param": "struct obdo", "length": None, "returns": "void",
+                                     "file": "lustre/ptlrpc/pack_generic.c"},
+                "lustre_swab_ost_body": {"param": "struct ost_body", "length": None, "returns": "void",
+                                         "file": "lustre/ptlrpc/pack_generic.c"}}
+    capsule = extract.capsule_swabbers(tmp_path, swabbers)
+    assert capsule == {"ll_fiemap_info_key": "lustre_swab_fiemap"}     # obdo: two routines, none chosen
+    chosen = table.choose(swabbers, layouts.load()["structs"], capsule)
+    assert chosen["ll_fiemap_info_key"] == "lustre_swab_fiemap" and chosen["fiemap"] == "lustre_swab_fiemap"
+    # a structure's own routine comes first (the tree after the fix)
+    fixed = dict(swabbers, lustre_swab_fiemap_info_key={"param": "struct ll_fiemap_info_key", "length": None,
+                                                         "returns": "void", "file": "lustre/ptlrpc/pack_generic.c"})
+    assert table.choose(fixed, layouts.load()["structs"], capsule)["ll_fiemap_info_key"] == \
+        "lustre_swab_fiemap_info_key"
+    text = table.render({"adapted": {"swabbers": swabbers, "capsule_swabbers": capsule}}, "2.17.57", "test")
+    assert "lustre_swab_fiemap((struct fiemap *)p)" in text
+    assert "sizeof(struct ll_fiemap_info_key), lt_steps_ll_fiemap_info_key, lt_swab_ll_fiemap_info_key" in text

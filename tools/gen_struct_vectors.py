@@ -88,6 +88,7 @@ OVERCLAIM = {
     "lov_comp_md_v1": ({"lcm_magic": 0x0BD60BD0, "lcm_entry_count": 50}, 0,
                        "lustre_swab_lov_comp_md_v1: lcm_entry_count, lcme_offset"),
     "object_update_request": ({"ourq_count": 50}, 0, "lustre_swab_object_update_request: ourq_count"),
+    "object_update_reply": ({"ourp_count": 50}, 0, "lustre_swab_object_update_reply: ourp_count (LU-12811)"),
 }
 
 

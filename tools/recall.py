@@ -9,7 +9,8 @@ For each entry of the corpus (tools/recall_corpus.yaml, or --corpus FILE):
   the fix is read file by file from the lustre-release git directory (`git archive` fails on
   some mirrors) - only the folders the testee's build reads, taken from the paths
   examples/lustre-testee/extract.py names - into OUT/src/COMMIT; the testee is built from each
-  (`make`, the guard-page build, into OUT/build/COMMIT) and certified under the entry's profile, with only
+  (`make RELEASE=R`, the guard-page build reading structures with the layout table of the
+  profile's release R, into OUT/build/COMMIT-R) and certified under the entry's profile, with only
   the cases of the entry's requirements (`certify --profile P --requirement R ...`).  When the
   code the testee extracted is the same at both commits, the two builds are the same program
   and nothing is certified: the fix changed code the testee does not compile.
@@ -27,8 +28,13 @@ charged, expected, missing, caught, reason, cases) and the document (--doc, defa
 docs/certifications/recall.md): a table and the recall figure, caught / total, by kind.  A
 miss's reason is the tool's own finding (the build failed, the code the testee compiles is
 the same at both commits, no case of the selection applies to the IUT, no mutant) followed by
-the one tools/recall_reasons.yaml gives for its id, if any.  Exit status: 0 the run finished (misses included); 2 bad input (the
-corpus, the git directory).  Builds and certifications are reused from OUT on a second run.
+the one tools/recall_reasons.yaml gives for its id, if any.  A documented reason states the
+finding it explains (told apart or not, what was charged) and may name functions the testee
+does not compile; a reason for an entry the run caught, a finding other than the run's, or a
+named function that a build of the entry compiles is refused (exit 2, the document is not
+written).  With --id, --merge SUMMARY keeps a previous run's results for the other entries.
+Exit status: 0 the run finished (misses included); 2 bad input (the corpus, the reasons, the
+git directory).  Builds and certifications are reused from OUT on a second run.
 """
 from __future__ import annotations
 
@@ -57,6 +63,9 @@ KINDS = ("build", "target")
 OST_MODULE = "independent_ost"          # tests/independent_ost.py
 HASH = re.compile(r"[0-9a-f]{7,40}")
 LU_ID = re.compile(r"LU-[0-9]+")
+# the verdicts of a case that did not fail (certify's report.json spells them so): a case not
+# applicable to the parent did not run there, so it tells nothing apart
+NOT_FAILED = ("pass", "skipped", "not-applicable")
 
 
 class CorpusError(Exception):
@@ -165,13 +174,69 @@ def corpus_errors(entries: list, where: str, git: str | None = None) -> list[str
     return errors
 
 
+REASON_FIELDS = ("told_apart", "charged", "not_compiled", "reason")
+
+
 def load_reasons(path: pathlib.Path) -> dict:
+    """{id: {told_apart, charged, not_compiled, reason}}: each documented reason states the
+    finding it explains (whether the suite told the entry's fix from its parent, and what
+    was charged) and the functions it says the testee does not compile; the tool holds both
+    to every run (reason_errors), so a reason cannot outlive what it explains."""
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise CorpusError(f"{path}: expected a mapping of LU id to one reason")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as e:
+        raise CorpusError(f"{path}: not YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise CorpusError(f"{path}: expected a mapping of LU id to its reason")
+    for key, r in data.items():
+        at = f"{path}: {key}"
+        if not isinstance(key, str) or not LU_ID.fullmatch(key):
+            raise CorpusError(f"{at}: not a Lustre ticket like LU-12590")
+        if not isinstance(r, dict) or set(r) - set(REASON_FIELDS) or not {"told_apart", "charged", "reason"} <= set(r):
+            raise CorpusError(f"{at}: expected the fields told_apart, charged, reason (and not_compiled: a list "
+                              f"of functions), got {sorted(r) if isinstance(r, dict) else type(r).__name__}")
+        if not isinstance(r["told_apart"], bool):
+            raise CorpusError(f"{at}: told_apart: true or false (the finding the reason explains)")
+        for f in ("charged", "not_compiled"):
+            if not isinstance(r.get(f, []), list) or not all(isinstance(x, str) for x in r.get(f, [])):
+                raise CorpusError(f"{at}: {f}: a list of names")
+        if not isinstance(r["reason"], str) or not r["reason"].strip():
+            raise CorpusError(f"{at}: reason: the sentence(s) saying why the suite misses it")
     return data
+
+
+def defines(code: str, function: str) -> bool:
+    """Whether C source `code` defines `function` (a definition, not a call or a prototype)."""
+    return re.search(rf"^[\w \t*]*\b{re.escape(function)}\s*\([^;{{}}]*\)\s*\{{", code, re.M) is not None
+
+
+def reason_errors(row: dict, documented: dict | None, where: str) -> list[str]:
+    """How the documented reason of `row`'s id contradicts the run's own finding: a reason
+    for an entry the suite caught, a finding (told apart, charged) other than the run's, a
+    function said not to be compiled that a build of the entry compiles."""
+    if documented is None:
+        return []
+    at = f"{where}: {row['id']} (fix {row['fix'][:10]})"
+    if row["caught"]:
+        return [f"{at}: documents a reason for an entry the suite caught: remove it"]
+    errors = []
+    found = {"told_apart": row["told_apart"], "charged": sorted(row["charged"])}
+    stated = {"told_apart": documented["told_apart"], "charged": sorted(documented["charged"])}
+    if found != stated:
+        errors.append(f"{at}: the reason explains told_apart={stated['told_apart']}, charged "
+                      f"{stated['charged'] or 'nothing'}; the run found told_apart={found['told_apart']}, charged "
+                      f"{found['charged'] or 'nothing'}: re-read the miss and rewrite the reason")
+    for side, into in (row.get("builds") or {}).items():
+        extracted = pathlib.Path(into) / "lustre_extract.c"
+        if not extracted.is_file():          # a kept result whose build is gone: checked when it ran
+            continue
+        code = extracted.read_text(encoding="utf-8", errors="replace")
+        for fn in documented.get("not_compiled") or []:
+            if defines(code, fn):
+                errors.append(f"{at}: not_compiled: the testee built from the {side} compiles {fn}")
+    return errors
 
 
 # ---- the trees -------------------------------------------------------------------------------
@@ -238,12 +303,15 @@ def extract_tree(git: str, commit: str, dest: pathlib.Path, folders: list[str]) 
     (dest / ".complete").write_text(commit + "\n")
 
 
-def build(src: pathlib.Path, into: pathlib.Path) -> str | None:
+def build(src: pathlib.Path, into: pathlib.Path, release: str) -> str | None:
     """Build the testee from src into `into` (`make`: messages against a guard page, so a read
     or write past a message faults; not the sanitize build, whose every crash costs seconds of
     AddressSanitizer report and the wrap of a rounded buffer length crashes every release
-    dozens of times); None, or why it could not be built.  make rebuilds only what changed."""
-    proc = subprocess.run(["make", "-C", LUSTRE_DIR, f"LUSTRE={src}", f"BUILD={into}"], cwd=ROOT,
+    dozens of times), its structures read with the layout table of `release` (`RELEASE=`:
+    the release of the profile it is certified under, whose fields the cases expect; a
+    structure whose sizeof in the tree differs from that table is declined by the testee);
+    None, or why it could not be built.  make rebuilds only what changed."""
+    proc = subprocess.run(["make", "-C", LUSTRE_DIR, f"LUSTRE={src}", f"BUILD={into}", f"RELEASE={release}"], cwd=ROOT,
                           capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
@@ -300,9 +368,11 @@ def certify(iut: str, out: pathlib.Path, profile: str, requirements: list[str], 
 
 
 def failures(report: dict) -> dict[str, set]:
-    """case id -> the requirements it failed, for every case that did not pass."""
-    return {c["id"]: set(c.get("failed_requirements") or []) for c in report["cases"]
-            if c["verdict"] not in ("pass", "skip", "not applicable")}
+    """case id -> the requirements it failed, for every case that failed: those the report
+    names, else (a verdict that names none) every requirement the case tests, so that a case
+    whose verdict differs always charges a requirement."""
+    return {c["id"]: set(c.get("failed_requirements") or c.get("requirements") or []) for c in report["cases"]
+            if c["verdict"] not in NOT_FAILED}
 
 
 def compare(parent: dict, fix: dict) -> tuple[dict[str, list], list[str]]:
@@ -369,16 +439,19 @@ def judge(entry: dict, git: str, out: pathlib.Path, folders: list[str]) -> dict:
             row["suite"] = {k: reports["fix"][k] for k in ("suite", "seed")}
     else:
         bins = {}
+        from ptlrpc_conformance.harness.data import registry
+        release = registry.profiles()[1][entry["profile"]].release
         for side in ("parent", "fix"):
             commit = git_full(git, entry[side])
-            src, into = out / "src" / commit, out / "build" / commit
+            src, into = out / "src" / commit, out / "build" / f"{commit}-{release}"
             extract_tree(git, commit, src, folders)
-            why = build(src.resolve(), into.resolve())
+            why = build(src.resolve(), into.resolve(), release)
             if why:
                 row["reason"] = f"{side} {commit[:10]}: {why}"
                 break
             bins[side] = (src, into)
         row["iuts"] = {side: f"exec:{into.resolve()}/lustre-testee" for side, (_, into) in bins.items()}
+        row["builds"] = {side: str(into.resolve()) for side, (_, into) in bins.items()}
         if row["reason"] is None:
             if compiled_code(*bins["parent"]) == compiled_code(*bins["fix"]):
                 row["reason"] = ("the fix changes no code the testee compiles (the extracted functions, macros "
@@ -413,7 +486,8 @@ def document(rows: list[dict], fig: dict, corpus_name: str) -> str:
     lines = ["# Known-bug recall: Lustre's own wire fixes, told apart", "",
              "Each row is a fix of a wire-visible bug in Lustre (between v2_10_0 and v2_17_57). For a `build` "
              "entry, Lustre's own unpacking code at the fix's parent and at the fix is built into "
-             "[examples/lustre-testee](../../examples/lustre-testee/README.md) (`make`, the guard-page build) and each is "
+             "[examples/lustre-testee](../../examples/lustre-testee/README.md) (`make RELEASE=R`, the guard-page build "
+             "reading structures with the layout table of the profile's release R) and each is "
              "certified under the entry's profile with only the cases of the requirements the fix must be "
              "charged to (`certify --profile P --requirement R ...`). For a `target` entry, the independent OST "
              "of tests/independent_ost.py stands for the code after the fix and its mutant `before_<id>` for "
@@ -451,6 +525,9 @@ def main(argv=None) -> int:
     ap.add_argument("--reasons", default=str(REASONS), help="documented reasons of misses, by id")
     ap.add_argument("--id", action="append", help="only the entries of this id (repeatable)")
     ap.add_argument("--doc", default=str(DOC), help="the document to write (default docs/certifications/recall.md)")
+    ap.add_argument("--merge", metavar="SUMMARY", action="append",
+                    help="with --id: a previous run's summary.json whose results for the other entries (unchanged "
+                         "in the corpus) the summary and the document keep (repeatable: a later one's row wins)")
     args = ap.parse_args(argv)
     git = args.lustre_git
     if subprocess.run(["git", f"--git-dir={git}", "rev-parse", "--git-dir"], capture_output=True).returncode != 0:
@@ -472,29 +549,57 @@ def main(argv=None) -> int:
         if unknown:
             print(f"recall: --id {', '.join(unknown)}: not in {corpus}", file=sys.stderr)
             return 2
-        entries = [e for e in entries if e["id"] in args.id]
+    kept = {}
+    for path in args.merge or []:          # a later summary's row replaces an earlier one's
+        try:
+            kept.update({(r["id"], r["fix"]): dict(r, merged_from=path)
+                         for r in json.loads(pathlib.Path(path).read_text())["entries"]})
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"recall: --merge {path}: not a summary.json of this tool: {e}", file=sys.stderr)
+            return 2
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     folders = build_folders()
-    rows = []
+    rows, errors = [], []
     for e in entries:
-        try:
-            row = judge(e, git, out, folders)
-        except CorpusError as err:
-            print(f"recall: {e['id']} {e['fix']}: {err}", file=sys.stderr)
-            return 2
-        if not row["caught"]:
-            documented = reasons.get(e["id"])
+        if args.id and e["id"] not in args.id:
+            if not args.merge:
+                continue
+            row = kept.get((e["id"], e["fix"]))
+            same = row and (row["parent"], row["profile"], row["kind"], row["expected"]) == \
+                (e["parent"], e["profile"], e["kind"], sorted(e["requirements"]))
+            if not same:
+                errors.append(f"--merge: no result for {e['id']} {e['fix']} as the corpus gives it "
+                              f"now: run it (--id {e['id']})")
+                continue
+            # (a summary older than the "finding" field: its reason is kept as it was written)
+            row = dict(row, reason=row.get("finding", row["reason"]), finding=row.get("finding", row["reason"]))
+            print(f"recall: {e['id']} {e['fix'][:10]}: kept from {row.pop('merged_from')}", file=sys.stderr)
+        else:
+            try:
+                row = judge(e, git, out, folders)
+            except CorpusError as err:
+                print(f"recall: {e['id']} {e['fix']}: {err}", file=sys.stderr)
+                return 2
+            print(f"recall: {e['id']} {e['fix'][:10]}: {'caught' if row['caught'] else 'missed'}"
+                  f" (charged {', '.join(row['charged']) or 'nothing'})", file=sys.stderr)
+        row.setdefault("finding", row["reason"])
+        documented = reasons.get(e["id"])
+        errors += reason_errors(row, documented, args.reasons)
+        if not row["caught"] and not (row["reason"] and documented
+                                      and " ".join(documented["reason"].split()) in row["reason"]):
             if row["reason"] is None:
-                row["reason"] = documented or "not documented: the suite ran and did not see this bug"
+                row["reason"] = documented["reason"] if documented else \
+                    "not documented: the suite ran and did not see this bug"
             elif documented:
-                row["reason"] += f". {documented}"
+                row["reason"] += f". {' '.join(documented['reason'].split())}"
         rows.append(row)
-        print(f"recall: {e['id']} {e['fix'][:10]}: {'caught' if row['caught'] else 'missed'}"
-              f" (charged {', '.join(row['charged']) or 'nothing'})", file=sys.stderr)
     fig = figure(rows)
     summary = {"corpus": str(corpus), "folders": folders, "recall": fig, "entries": rows}
     (out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+    if errors:
+        print("recall: " + "\nrecall: ".join(errors) + f"\nrecall: {args.doc} not written", file=sys.stderr)
+        return 2
     doc = pathlib.Path(args.doc)
     doc.parent.mkdir(parents=True, exist_ok=True)
     name = str(corpus.resolve().relative_to(ROOT)) if corpus.resolve().is_relative_to(ROOT) else corpus.name

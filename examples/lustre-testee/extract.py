@@ -59,6 +59,10 @@ SWAB_FILES = ("lustre/ptlrpc/pack_generic.c", "lustre/ptlrpc/pack_server.c", "lu
 SWAB_HEADERS = ("lustre/include/obj_update.h", "lustre/include/lustre_update.h", "lustre/include/lustre_disk.h")
 SWAB_DEF = re.compile(r"^(?:SERVER_ONLY\s+)?(?:static\s+)?(?:inline\s+)?(void|int)\s+(lustre_swab_\w+)\s*\(\s*(struct|union)\s+(\w+)\s*\*\s*\w+"
                       r"\s*(?:,\s*(__u32|__u16|int|size_t|__kernel_size_t)\s+\w+\s*)?\)\s*\n?\s*\{", re.M)
+# a request format field of layout.c whose buffer is one structure, with the routine that swabs it
+# there (RMF_FIEMAP_KEY: sizeof(struct ll_fiemap_info_key), lustre_swab_fiemap up to LU-11997)
+CAPSULE_FIELD = re.compile(r"DEFINE_MSGF\(\s*\"[^\"]*\"\s*,\s*[^,]+,\s*sizeof\s*\(\s*(?:struct|union)\s+(\w+)\s*\)\s*,"
+                           r"\s*(lustre_swab_\w+)\s*,")
 FUNC_DEF = re.compile(r"^(?:SERVER_ONLY\s+)?(?:static\s+)?(?:inline\s+)?(?:(?:const\s+)?(?:struct\s+)?\w+[\s*]+)(\w+)\s*\([^;{]*\)\s*\{", re.M)
 # macros and enums named here are copied even when no extracted function uses them
 SEEDS = ("WIRE_FLVR", "SPTLRPC_FLVR_POLICY", "SPTLRPC_FLVR_NULL", "SPTLRPC_POLICY_NULL", "RCL_CLIENT")
@@ -144,8 +148,20 @@ def plan_for(tree: pathlib.Path) -> tuple[tuple, dict]:
         return re.search(rf"\b{name}\s*;", idl) is not None
     facts = {"request_helpers": old, "cksum_takes_buffer": "," in pack[start:params_end],
              "lm_opc": has_field("lm_opc"), "pb_projid": has_field("pb_projid"), "pb_uid": has_field("pb_uid"),
-             "swabbers": swabbers}
+             "swabbers": swabbers, "capsule_swabbers": capsule_swabbers(tree, swabbers)}
     return functions, facts
+
+
+def capsule_swabbers(tree: pathlib.Path, swabbers: dict) -> dict[str, str]:
+    """{structure: routine}: the routine layout.c's request format fields run on a buffer
+    that is that one structure, where every such field names the same extracted routine -
+    which may be a routine of another structure (RMF_FIEMAP_KEY's lustre_swab_fiemap before
+    LU-11997): what the tree's receiver runs on it."""
+    found: dict[str, set] = {}
+    if (tree / "lustre/ptlrpc/layout.c").is_file():
+        for m in CAPSULE_FIELD.finditer(read(tree, "lustre/ptlrpc/layout.c")):
+            found.setdefault(m.group(1), set()).add(m.group(2))
+    return {name: next(iter(rs)) for name, rs in sorted(found.items()) if len(rs) == 1 and next(iter(rs)) in swabbers}
 
 
 def compat_header(facts: dict) -> str:

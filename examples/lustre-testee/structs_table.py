@@ -104,8 +104,10 @@ def program(name: str, release: str, base: int, key: str | None, index: dict) ->
     return steps
 
 
-def choose(swabbers: dict, table: dict) -> dict:
-    """{structure: routine} for the structures of `table` the tree's routines swab."""
+def choose(swabbers: dict, table: dict, capsule: dict | None = None) -> dict:
+    """{structure: routine} for the structures of `table` the tree's routines swab: a
+    structure's own routine, else the one the tree's request formats run on a buffer that
+    is the structure (`capsule`, extract.py capsule_swabbers)."""
     by_struct: dict[str, list[str]] = {}
     for routine, how in sorted(swabbers.items()):
         if routine in NOT_WHOLE:
@@ -120,6 +122,11 @@ def choose(swabbers: dict, table: dict) -> dict:
             if r in swabbers:
                 by_struct[name] = [r]
                 break
+    for name, routine in (capsule or {}).items():
+        try:
+            by_struct.setdefault(layouts.canonical(name), [routine])
+        except KeyError:
+            continue
     out = {}
     for name, routines in by_struct.items():
         if name in table:
@@ -135,7 +142,7 @@ def c_string(s: str | None) -> str:
 def render(info: dict, release: str, why: str) -> str:
     table = layouts.view(release)["structs"]
     swabbers = info["adapted"]["swabbers"]
-    chosen = choose(swabbers, table)
+    chosen = choose(swabbers, table, info["adapted"].get("capsule_swabbers"))
     required = {layouts.canonical(n) for n in spec.facts()["structs_required"]}
     names = sorted(set(chosen) | (required & set(table)))
     index = {n: i for i, n in enumerate(names)}
