@@ -26,6 +26,7 @@ REQ_REPLAY_DONE = C("MSG_REQ_REPLAY_DONE")
 LOCK_REPLAY_DONE = C("MSG_LOCK_REPLAY_DONE")
 CONNECT_INITIAL = C("MSG_CONNECT_INITIAL")
 CONNECT_RECOVERING = C("MSG_CONNECT_RECOVERING")
+CONNECT_RECONNECT = C("MSG_CONNECT_RECONNECT")
 CONNECTS = (C("OST_CONNECT"), C("OST_DISCONNECT"))
 # ptlrpc_recoverable_error: the statuses after which the client reconnects and resends the
 # request with the same XID (ptlrpc_request_handle_notconn)
@@ -281,6 +282,13 @@ def judge(events) -> dict[str, Finding]:
         if rb["pb_transno"] and not replay:
             transnos[r.xid] = rb["pb_transno"]
         if is_connect and rb["pb_type"] == wire.REPLY and rep.status == 0 and rb["pb_handle"]:
+            if rb["pb_handle"] != handle and not rb["pb_op_flags"] & CONNECT_RECOVERING:
+                # a new export outside recovery: the target holds nothing of the client.  An
+                # evicted client frees its replays (import.c: ptlrpc_connect_interpret sets
+                # LUSTRE_IMP_EVICTED; ptlrpc_invalidate_import: ptlrpc_abort_inflight fails the
+                # requests in flight, ptlrpc_free_committed frees those of the old import
+                # generation); one found holding no data (IMPF_NO_CACHED_DATA) has none
+                transnos.clear()
             handle = rb["pb_handle"]
             # a reconnect to a target that restarted begins the replay phase; one to a target
             # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)
