@@ -71,7 +71,7 @@ def main(argv=None) -> int:
         kills = [s for s in seeds if cls.breaks in runs[s]["failing"]]
         others = sorted({r for s in seeds for r in runs[s]["failing"] if r != cls.breaks})
         first = f"seed {kills[0]}: {runs[kills[0]]['failed'][cls.breaks]}" if kills else "-"
-        lines.append(f"| `{cls.__name__}` | {cls.breaks} | {len(kills)}/{len(seeds)} | "
+        lines.append(f"| `{cls.__name__}` | {cls.breaks} | {len(kills)}/{len(seeds)} ({', '.join(map(str, kills))}) | "
                      f"{', '.join(others) or 'none'} | {first.replace('|', '/')} |")
         if kills and not others:
             killed_all += 1
