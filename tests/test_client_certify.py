@@ -101,3 +101,15 @@ def test_serve_s_error_fault_names_its_errno():
     for bad in ("error", "error=ENOSUCHERR"):
         with pytest.raises(ValueError):
             Fault.parse(bad)
+
+
+def test_the_lnet_kill_table_in_docs_names_every_broken_client_and_no_wrong_charge():
+    """docs/mutants.md's LNet table (tools/client_kill_table.py's output) has a row per broken
+    client with its own requirement, a kill, and no other requirement failed."""
+    text = (TESTS.parent / "docs" / "mutants.md").read_text()
+    section = text.split("### Broken clients over LNet\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()
+            if line.startswith("| `")]
+    assert {r[0].strip("`"): r[1] for r in rows} == BROKEN
+    assert all(not r[2].startswith("0/") and r[3] == "none" for r in rows), rows
+    assert f"Score: {len(BROKEN)}/{len(BROKEN)} killed, each charged to its own requirement only." in section
