@@ -132,12 +132,13 @@ class Fault:
             reply is not sent), as genops.c: class_fail_export disconnects the export
             (obd_disconnect, class_disconnect: the handle is unhashed).  The request then
             meets no export and the IUT answers it ERR -ENOTCONN (ptlrpc_server_handle_req_in
-            finds no export by its handle), as it answers every later request on that handle;
+            finds no export by its handle; tgt_request_handle refuses it), as it answers
+            every later request on that handle;
             the client's reconnect finds no export and gets a new one (target_handle_connect)
 
-    It applies to the next `count` replies (None: to every one), each with `probability`
-    (drawn from serve's one generator, seeded: the same seed and the same replies give the
-    same faults)."""
+    It applies to the next `count` replies (`evict`: requests; None: to every one), each with
+    `probability` (drawn from serve's one generator, seeded: the same seed and the same
+    replies give the same faults)."""
     kind: str
     value: int | None = None
     count: int | None = None
