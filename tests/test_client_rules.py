@@ -79,6 +79,25 @@ def test_a_new_request_with_an_answered_xid_is_charged_to_cli_xid_1():
     assert failures(cj.judge(events)) == {"CLI-XID-1": 2}
 
 
+def test_a_resend_of_an_answered_request_is_a_resend():
+    """The target sent the reply, but it may have reached the client after its deadline (the
+    reply buffer unlinked: ptlrpc_unregister_reply): the same request sent again with
+    MSG_RESENT after a reconnect is a resend, not a reused XID."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OBD_PING")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    c.unreplied.add(xid)
+    x2, again = c.connect()
+    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    _, resend = c.request("OBD_PING", xid=xid, flags=cj.MSG_RESENT)
+    events.append(cj.Sent(xid, resend, reply(opc=wire.C("OBD_PING"))))
+    findings = cj.judge(events)
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    assert findings["CLI-XID-1"].checked == 4           # two connects, the ping, its resend
+
+
 def test_a_reconnect_that_keeps_the_count_is_charged_to_cli_conn_2():
     c, events = connected()
     c.cookie = COOKIE

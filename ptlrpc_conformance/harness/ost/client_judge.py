@@ -173,9 +173,15 @@ def judge(events) -> dict[str, Finding]:
             del einprogress[r.content]
             state[r.xid] = "open"               # sent again, it awaits a reply again
             j.fail("CLI-ERR-2", i, f"the retry after -EINPROGRESS keeps XID {r.xid:#x}: Lustre gives it a new one")
+        elif state[r.xid] == "answered" and r.flags(MSG_RESENT) and not r.flags(MSG_REPLAY):
+            # a resend of a request whose reply the target sent: the reply may have come after
+            # the client's deadline, when its buffer was already unlinked (ptlrpc_expire_one_request,
+            # ptlrpc_unregister_reply), so the client still awaited it: a resend like any other
+            j.ok("CLI-XID-1")
+            state[r.xid] = "open"
         elif state[r.xid] != "open" and not r.flags(MSG_REPLAY):
             j.fail("CLI-XID-1", i, f"XID {r.xid:#x} was answered at or after exchange {first.index} "
-                                   f"and is sent again without MSG_REPLAY")
+                                   f"and is sent again without MSG_REPLAY or MSG_RESENT")
         elif state[r.xid] == "open":
             j.check("CLI-RESEND-1", r.flags(MSG_RESENT), i,
                     f"XID {r.xid:#x} (first sent at exchange {first.index}, no reply reached the client) "
