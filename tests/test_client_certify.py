@@ -71,7 +71,11 @@ def test_the_same_seed_gives_the_same_verdicts_at_any_n(run_cli, bug):
 
     def verdicts(run):
         return {c["id"]: (c["verdict"], c.get("failed_requirements", [])) for c in run.report["cases"]}
-    assert verdicts(serial) == verdicts(parallel)
+
+    def messages(run):
+        return {c["id"]: c.get("message", "") for c in run.report["cases"]}
+    differ = sorted(k for k in verdicts(serial) if verdicts(serial)[k] != verdicts(parallel).get(k))
+    assert verdicts(serial) == verdicts(parallel), [(k, messages(serial)[k], messages(parallel).get(k)) for k in differ]
     assert len(verdicts(serial)) == len(RULES)
 
 
