@@ -8,7 +8,13 @@ the same XID and MSG_RESENT after a reconnect (ptlrpc_expire_one_request, ptlrpc
 ERR -ENOTCONN/-ENODEV makes it reconnect, then resend; -EINPROGRESS makes it resend with a new
 XID and MSG_RESENT; every connect counts one more; a reconnect to a recovering target replays
 the uncommitted requests in transno order, then sends OBD_PING with MSG_REQ_REPLAY_DONE |
-MSG_LOCK_REPLAY_DONE.  It packs its requests with the suite's own packer (harness/ost/client.py).
+MSG_LOCK_REPLAY_DONE.  A reconnect answered with a new export handle and no
+MSG_CONNECT_RECOVERING, by a target that holds state of it (a reply with a transno came since
+its first connect), finds it evicted (import.c: ptlrpc_connect_interpret sets
+LUSTRE_IMP_EVICTED): the request in flight fails and is not resent, and the requests kept for
+replay are freed (ptlrpc_invalidate_import, ptlrpc_abort_inflight, ptlrpc_free_committed frees
+those of an older import generation).  It packs its requests with the suite's own packer
+(harness/ost/client.py).
 
 `converse(client_class, seed)` runs a workload (creates and pings) against a fresh reference
 `Target`, injects the faults the seed chooses (a dropped request or reply, a reply delayed
@@ -80,6 +86,8 @@ class ModelClient:
         self.c = Client("model", handle=0x5EED_0000_0001, replay_create=True)
         self.replay: dict[int, tuple[str, list[bytes], int]] = {}   # xid -> (opc, buffers, transno)
         self.committed = 0
+        self.cached = False         # a reply with a transno came (import.c: IMPF_NO_CACHED_DATA cleared)
+        self.evicted = False        # the last reconnect found the client evicted
 
     # -- sending -------------------------------------------------------------------------
     def new_xid(self) -> int:
@@ -103,10 +111,13 @@ class ModelClient:
             rep = self.transmit(xid, opc, buffers, flags, faultable=True)
             if rep is None:                                   # timed out: reconnect, resend
                 self.reconnect()
-                flags = self.resent_flag()
-                continue
-            if rep.body["pb_type"] == wire.ERR and rep.status in cj.RECOVERABLE:
+            elif rep.body["pb_type"] == wire.ERR and rep.status in cj.RECOVERABLE:
                 self.on_notconn(xid, opc, buffers)
+            if self.evicted:                                  # the request fails (-EIO): not resent
+                self.evicted = False
+                self.c.unreplied.discard(xid)
+                return None
+            if rep is None or rep.body["pb_type"] == wire.ERR and rep.status in cj.RECOVERABLE:
                 flags = self.resent_flag()
                 continue
             if rep.status == cj.EINPROGRESS:
@@ -132,6 +143,7 @@ class ModelClient:
     def after_reply(self, xid: int, opc: str, buffers, rep: wire.Message) -> None:
         committed = rep.body["pb_last_committed"]
         transno = rep.body["pb_transno"]
+        self.cached = self.cached or bool(transno)
         if transno and transno > committed:
             self.replay[xid] = (opc, list(buffers), transno)
         self.committed = max(self.committed, committed)
@@ -152,6 +164,7 @@ class ModelClient:
             cookie = connect_cookie(rep)
             if cookie is None:
                 continue
+            self.note_eviction(rep, cookie)
             self.c.cookie = cookie
             self.c.learn_grant(rep)
             self.committed = max(self.committed, rep.body["pb_last_committed"])
@@ -160,6 +173,18 @@ class ModelClient:
                 self.recover()
             return
         raise Gone("no connect succeeded")
+
+    def note_eviction(self, rep: wire.Message, cookie: int) -> None:
+        """Whether a successful connect reply says the target evicted the client
+        (ptlrpc_connect_interpret): a reconnect answered with another handle and no
+        MSG_CONNECT_RECOVERING, or with neither MSG_CONNECT_RECONNECT nor MSG_CONNECT_RECOVERING
+        while the client holds data (IMPF_NO_CACHED_DATA clear).  Evicted, it drops its replays."""
+        flags = rep.body["pb_op_flags"]
+        if not self.c.cookie or flags & cj.CONNECT_RECOVERING:
+            return
+        if cookie != self.c.cookie if flags & cj.CONNECT_RECONNECT else self.cached:
+            self.evicted = True
+            self.replay.clear()
 
     def replay_order(self) -> list[int]:
         return sorted(self.replay, key=lambda x: self.replay[x][2])

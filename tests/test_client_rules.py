@@ -79,6 +79,25 @@ def test_a_new_request_with_an_answered_xid_is_charged_to_cli_xid_1():
     assert failures(cj.judge(events)) == {"CLI-XID-1": 2}
 
 
+def test_a_resend_of_an_answered_request_is_a_resend():
+    """The target sent the reply, but it may have reached the client after its deadline (the
+    reply buffer unlinked: ptlrpc_unregister_reply): the same request sent again with
+    MSG_RESENT after a reconnect is a resend, not a reused XID."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OBD_PING")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    c.unreplied.add(xid)
+    x2, again = c.connect()
+    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    _, resend = c.request("OBD_PING", xid=xid, flags=cj.MSG_RESENT)
+    events.append(cj.Sent(xid, resend, reply(opc=wire.C("OBD_PING"))))
+    findings = cj.judge(events)
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    assert findings["CLI-XID-1"].checked == 4           # two connects, the ping, its resend
+
+
 def test_a_reconnect_that_keeps_the_count_is_charged_to_cli_conn_2():
     c, events = connected()
     c.cookie = COOKIE
@@ -187,3 +206,46 @@ def test_a_replay_under_a_new_xid_is_charged_to_cli_replay_1():
     xid, data = c.request("OBD_PING", flags=cj.REQ_REPLAY_DONE | cj.LOCK_REPLAY_DONE)
     events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
     assert failures(cj.judge(events)) == {"CLI-REPLAY-1": 4}      # the restart is exchange 2
+
+
+def evicted_then_restarted(replay_the_old: bool) -> list:
+    """A create answered with transno 11 (pb_last_committed 10); the client is evicted (a ping
+    answered ERR -ENOTCONN, the reconnect answered with a new handle, no
+    MSG_CONNECT_RECOVERING); the target restarts; the reconnect finds it recovering; the client
+    replays the create (`replay_the_old`) or not, then sends the REPLAY_DONE ping."""
+    c, events = connected()
+    c.cookie = COOKIE
+    body = [b"\0" * 8 + b"\x0b"]
+    created, data = c.request("OST_CREATE", body)
+    events.append(cj.Sent(created, data, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    xid, data = c.request("OBD_PING")
+    events.append(cj.Sent(xid, data, reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OBD_PING"))))
+    x, data = c.connect()
+    events.append(cj.Sent(x, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, last_committed=10,
+                                         opc=wire.C("OST_CONNECT"))))
+    c.cookie = COOKIE + 1
+    events.append(cj.Restart())
+    x, data = c.connect()
+    events.append(cj.Sent(x, data, reply(handle=COOKIE + 2, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECOVERING"),
+                                         last_committed=10, opc=wire.C("OST_CONNECT"))))
+    c.cookie = COOKIE + 2
+    if replay_the_old:
+        _, data = c.request("OST_CREATE", body, xid=created, flags=cj.MSG_REPLAY, transno=11)
+        events.append(cj.Sent(created, data, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    xid, data = c.request("OBD_PING", flags=cj.REQ_REPLAY_DONE | cj.LOCK_REPLAY_DONE)
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    return events
+
+
+def test_an_evicted_client_replays_nothing_it_sent_before_the_eviction():
+    """ptlrpc_connect_interpret: a new handle outside recovery is an eviction;
+    ptlrpc_invalidate_import frees the replay list of the old import generation
+    (ptlrpc_abort_inflight, ptlrpc_free_committed).  The create answered before the eviction
+    is not expected in the replay after the later restart, and the ping the eviction aborted,
+    never sent again, is not waited for."""
+    findings = cj.judge(evicted_then_restarted(replay_the_old=False))
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    assert findings["CLI-REPLAY-1"].verdict == findings["CLI-REPLAY-4"].verdict == "pass"
+    assert findings["CLI-ERR-1"].verdict == "pass"
+    # a replay of it is the replay of nothing the target holds of the client
+    assert failures(cj.judge(evicted_then_restarted(replay_the_old=True))) == {"CLI-REPLAY-1": 6}

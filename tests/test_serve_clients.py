@@ -21,7 +21,7 @@ import pytest
 
 from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.ost import wire
-from ptlrpc_conformance.harness.ost.client import Client
+from ptlrpc_conformance.harness.ost.client import Client, ost_body
 from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Node
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
@@ -339,6 +339,51 @@ def test_a_noop_storm_before_the_reply_is_ignored_by_the_client(server, node):
     assert out.kind == "reply" and conn.counts["noop"] == 500
 
 
+def _reply(out):
+    assert out.kind == "reply", out
+    return wire.parse(out.reply.payload, "reply")
+
+
+def _enotconn(out) -> bool:
+    rep = _reply(out)
+    return rep.body["pb_type"] == wire.ERR and rep.status == -spec.errno_value("ENOTCONN")
+
+
+@pytest.mark.parametrize("how", ["plan", "control"])
+def test_an_eviction_takes_the_export_away(node, how):
+    """`evict` evicts the export the request names (genops.c: class_fail_export): the request
+    and every later one on that handle are answered ERR -ENOTCONN by the target itself, and a
+    reconnect with the old handle gets a new export (not MSG_CONNECT_RECONNECT)."""
+    adapter = load_adapter("reference")
+    adapter.start()
+    plan = {1: Fault.parse("evict")} if how == "plan" else None     # the workload's second request
+    server = Server(adapter, SERVER, "127.0.0.1", 0, accept_all=True, plan=plan, record=True).start()
+    try:
+        conn = _connect(node, server)
+        client = Client("evict", 0x1000)
+        first = _reply(_ost(conn, *client.connect()))
+        client.cookie = first.body["pb_handle"]
+        assert not _enotconn(_ost(conn, *client.request("OBD_PING")))
+        if how == "control":
+            _fault(server, kind="evict", count=1)
+        xid, data = client.request("OST_CREATE", [ost_body(1)])
+        assert _enotconn(_ost(conn, xid, data))
+        _, again = client.request("OST_CREATE", [ost_body(1)], xid=xid, flags=C("MSG_RESENT"))
+        assert _enotconn(_ost(conn, xid, again))             # the fault fell once: the export is gone
+        assert _enotconn(_ost(conn, *client.request("OBD_PING")))
+        rep = _reply(_ost(conn, *client.connect()))
+        assert rep.body["pb_type"] == wire.REPLY and rep.status == 0
+        assert rep.body["pb_handle"] not in (0, client.cookie)
+        assert not rep.body["pb_op_flags"] & C("MSG_CONNECT_RECONNECT")
+        client.cookie = rep.body["pb_handle"]
+        assert not _enotconn(_ost(conn, *client.request("OBD_PING")))
+        assert [e["fault"] for e in server.conversation if e.get("xid") == xid] == ["evict", ""]
+        assert server.counts["faults"] == 1
+    finally:
+        server.close()
+        adapter.close()
+
+
 def test_the_mgs_s_replies_take_no_fault(server, node):
     conn = _connect(node, server)
     _fault(server, kind="drop")
@@ -383,6 +428,7 @@ def test_a_bad_fault_is_refused_by_name(server):
     assert "probability" in server.control("fault", {"kind": "drop", "probability": 2})["error"]
     assert "from 0 to 1000000" in server.control("fault", {"kind": "noop", "value": 10 ** 9})["error"]
     assert "takes no value" in server.control("fault", {"kind": "drop", "value": 1})["error"]
+    assert "takes no value" in server.control("fault", {"kind": "evict", "value": 1})["error"]
     assert "count" in server.control("fault", {"kind": "delay", "value": 1, "count": 0})["error"]
     assert server.control("fault", {"kind": "clear"})["result"]["faults"] == []
 

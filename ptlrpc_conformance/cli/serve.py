@@ -38,7 +38,8 @@ def cmd_serve(argv: list[str]) -> int:
                         "%(default)s, the reference's)")
     p.add_argument("--fault", action="append", default=[], metavar="KIND[=VALUE]",
                    help="put a fault on the target's replies, repeatable: drop, delay=MS, early[=N], reset[=BYTES], "
-                        "noop[=N], error=ERRNO (docs/lnet-tcp.md); also set at run time on the control socket")
+                        "noop[=N], error=ERRNO, evict (the client's export, before its request) (docs/lnet-tcp.md); also "
+                        "set at run time on the control socket")
     p.add_argument("--fault-probability", type=float, default=1.0, metavar="P",
                    help="the chance each --fault falls on a reply (default 1: every reply)")
     p.add_argument("--fault-seed", type=int, default=0, metavar="N",

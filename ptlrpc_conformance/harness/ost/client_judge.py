@@ -26,6 +26,7 @@ REQ_REPLAY_DONE = C("MSG_REQ_REPLAY_DONE")
 LOCK_REPLAY_DONE = C("MSG_LOCK_REPLAY_DONE")
 CONNECT_INITIAL = C("MSG_CONNECT_INITIAL")
 CONNECT_RECOVERING = C("MSG_CONNECT_RECOVERING")
+CONNECT_RECONNECT = C("MSG_CONNECT_RECONNECT")
 CONNECTS = (C("OST_CONNECT"), C("OST_DISCONNECT"))
 # ptlrpc_recoverable_error: the statuses after which the client reconnects and resends the
 # request with the same XID (ptlrpc_request_handle_notconn)
@@ -172,9 +173,15 @@ def judge(events) -> dict[str, Finding]:
             del einprogress[r.content]
             state[r.xid] = "open"               # sent again, it awaits a reply again
             j.fail("CLI-ERR-2", i, f"the retry after -EINPROGRESS keeps XID {r.xid:#x}: Lustre gives it a new one")
+        elif state[r.xid] == "answered" and r.flags(MSG_RESENT) and not r.flags(MSG_REPLAY):
+            # a resend of a request whose reply the target sent: the reply may have come after
+            # the client's deadline, when its buffer was already unlinked (ptlrpc_expire_one_request,
+            # ptlrpc_unregister_reply), so the client still awaited it: a resend like any other
+            j.ok("CLI-XID-1")
+            state[r.xid] = "open"
         elif state[r.xid] != "open" and not r.flags(MSG_REPLAY):
             j.fail("CLI-XID-1", i, f"XID {r.xid:#x} was answered at or after exchange {first.index} "
-                                   f"and is sent again without MSG_REPLAY")
+                                   f"and is sent again without MSG_REPLAY or MSG_RESENT")
         elif state[r.xid] == "open":
             j.check("CLI-RESEND-1", r.flags(MSG_RESENT), i,
                     f"XID {r.xid:#x} (first sent at exchange {first.index}, no reply reached the client) "
@@ -281,6 +288,13 @@ def judge(events) -> dict[str, Finding]:
         if rb["pb_transno"] and not replay:
             transnos[r.xid] = rb["pb_transno"]
         if is_connect and rb["pb_type"] == wire.REPLY and rep.status == 0 and rb["pb_handle"]:
+            if rb["pb_handle"] != handle and not rb["pb_op_flags"] & CONNECT_RECOVERING:
+                # a new export outside recovery: the target holds nothing of the client.  An
+                # evicted client frees its replays (import.c: ptlrpc_connect_interpret sets
+                # LUSTRE_IMP_EVICTED; ptlrpc_invalidate_import: ptlrpc_abort_inflight fails the
+                # requests in flight, ptlrpc_free_committed frees those of the old import
+                # generation); one found holding no data (IMPF_NO_CACHED_DATA) has none
+                transnos.clear()
             handle = rb["pb_handle"]
             # a reconnect to a target that restarted begins the replay phase; one to a target
             # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)

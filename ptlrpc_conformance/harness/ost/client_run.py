@@ -5,8 +5,8 @@ The suite serves the reference target as an OST, with the minimal MGS, on 127.0.
 port (harness/transport/lnet_serve.py: `Server`), replaces `{addr}`, `{port}` and `{nid}` in
 the client's command, starts it, and lets it run its own workload under a fault schedule drawn
 from the run's seed (`schedule`): serve's faults put on the replies to chosen requests of the
-workload (drop, a delay past the client's timeout, early replies, a reset of the connection)
-and restarts of the target with a new incarnation after chosen requests.  When the client
+workload (drop, a delay past the client's timeout, early replies, a reset of the connection,
+an eviction of the client's export, an -EINPROGRESS answer) and restarts of the target with a new incarnation after chosen requests.  When the client
 exits, or its run time is up (it is killed), the conversation serve recorded is the client
 judge's input (client_judge.py).
 """
@@ -26,7 +26,9 @@ DELAY_MS = 3 * CLIENT_TIMEOUT_MS
 SCHEDULE_SPAN = 40           # faults fall on the first requests of the workload
 FAULT_CHANCE = 0.2
 # serve's faults (lnet_serve.Fault) as `--fault` writes them; the delay outlasts the client's timeout
-FAULT_KINDS = ("drop", f"delay={DELAY_MS}", "early", "reset", "error=ENOTCONN", "error=EINPROGRESS")
+# (`evict` evicts the export: the request and every later one on its handle are answered ERR
+# -ENOTCONN by the target itself, and the reconnect gets a new export)
+FAULT_KINDS = ("drop", f"delay={DELAY_MS}", "early", "reset", "evict", "error=EINPROGRESS")
 RESTARTS = 2
 
 

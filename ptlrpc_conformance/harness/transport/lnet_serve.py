@@ -127,10 +127,18 @@ class Fault:
     error   the reply is replaced by ERR -`value` (an errno number; `--fault error=ENOTCONN` names
             it): a ptlrpc_body alone, as a target that refused the request before its handler
             packed a reply (ptlrpc_send_error); the IUT's own reply is not sent
+    evict   the export the request names is evicted before the request reaches the IUT: serve
+            sends the IUT an OST_DISCONNECT in the client's name on the request's handle (its
+            reply is not sent), as genops.c: class_fail_export disconnects the export
+            (obd_disconnect, class_disconnect: the handle is unhashed).  The request then
+            meets no export and the IUT answers it ERR -ENOTCONN (ptlrpc_server_handle_req_in
+            finds no export by its handle; tgt_request_handle refuses it), as it answers
+            every later request on that handle;
+            the client's reconnect finds no export and gets a new one (target_handle_connect)
 
-    It applies to the next `count` replies (None: to every one), each with `probability`
-    (drawn from serve's one generator, seeded: the same seed and the same replies give the
-    same faults)."""
+    It applies to the next `count` replies (`evict`: requests; None: to every one), each with
+    `probability` (drawn from serve's one generator, seeded: the same seed and the same
+    replies give the same faults)."""
     kind: str
     value: int | None = None
     count: int | None = None
@@ -139,8 +147,8 @@ class Fault:
     def __post_init__(self):
         if self.kind not in FAULT_KINDS:
             raise ValueError(f"fault {self.kind!r}: expected one of {', '.join(FAULT_KINDS)}")
-        if self.kind == "drop" and self.value is not None:
-            raise ValueError(f"fault drop takes no value (given {self.value!r})")
+        if self.kind in ("drop", "evict") and self.value is not None:
+            raise ValueError(f"fault {self.kind} takes no value (given {self.value!r})")
         if self.kind == "error" and not self.value:
             raise ValueError("fault error needs the errno (error=ENOTCONN or error=107)")
         if self.value is not None and (isinstance(self.value, bool) or not isinstance(self.value, int)
@@ -171,10 +179,11 @@ class Fault:
         return {"kind": self.kind, "value": self.value, "count": self.count, "probability": self.probability}
 
 
-FAULT_KINDS = ("drop", "delay", "early", "reset", "noop", "error")
+FAULT_KINDS = ("drop", "delay", "early", "reset", "noop", "error", "evict")
 # the largest value of each kind: every fault ends (a delay of ten minutes, a storm of a
 # million NOOPs, a thousand early replies; a reset's bytes are cut at the payload's length)
-FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000, "error": 4095}
+FAULT_VALUE_MAX = {"drop": 0, "delay": 600_000, "early": 1000, "reset": 1 << 32, "noop": 1_000_000, "error": 4095,
+                   "evict": 0}
 NOOP_STORM = 100                # NOOPs a `noop` fault sends when it says no number
 EARLY_TIMEOUT = 10              # the seconds an early reply tells the client to wait on (pb_timeout)
 
@@ -288,7 +297,8 @@ class Server:
                 return
             self.counts["requests"] += 1
             self._peers[client] = conn
-            if self._note_request(client, xid, msg.payload, request, opc) in self.restarts:
+            number = self._note_request(client, xid, msg.payload, request, opc)
+            if number in self.restarts:
                 self._restart()
                 outcome = self.adapter.call({"op": "restart"})
                 if not outcome.ok:
@@ -298,6 +308,8 @@ class Server:
             self._pending[(client, xid)] = (reply_offset(msg.payload), mbits, pid, msg.payload)
             while len(self._pending) > MAX_PENDING:
                 self._pending.popitem(last=False)
+            if self._evicts(client, xid, number is not None):
+                self._evict(client, xid, msg.payload)
             outcome = self.adapter.call({"op": "exchange", "data": msg.payload.hex(), "xid": xid, "client": client})
             if not outcome.ok or not isinstance(outcome.result, dict):
                 self.counts["iut_failed"] += 1
@@ -311,6 +323,41 @@ class Server:
         for item in out:
             self._deliver_deferred(item)
         self._fate(pid, xid, "reply" if reply is not None and self._transmit(reply) else "none")
+
+    def _evicts(self, client: str, xid: int, workload: bool) -> bool:
+        """Whether an `evict` fault falls on this request: the plan's, or one of `faults` (drawn
+        here, before the IUT sees the request, and only on a `workload` request: neither a
+        connect nor part of a replay)."""
+        if not workload:
+            return False
+        entry = self._entries.get((client, xid))
+        if entry is not None and entry["planned"] is not None:
+            return entry["planned"].kind == "evict"
+        drawn = self._draw(evict=True)
+        if drawn and entry is not None:
+            entry["planned"] = drawn[0]         # recorded as the request's fault
+        return bool(drawn)
+
+    def _evict(self, client: str, xid: int, request: bytes) -> None:
+        """Evict the export `request` names (Fault's `evict`): an OST_DISCONNECT on its handle,
+        connection count and XID (its version the disconnect's, no flags, no transno; the
+        request's other buffers stay, which a disconnect does not read), sent to the IUT in
+        `client`'s name; its reply goes nowhere."""
+        msg = _buffers(request)
+        if msg is None or not msg[0] or len(msg[0][0]) < spec.layout("ptlrpc_body_v3").size:
+            return
+        body, order = bytearray(msg[0][0]), msg[1]
+        version = spec.constant(spec.target()["opcodes"]["OST_DISCONNECT"]["version"]) | spec.constant("PTLRPC_MSG_VERSION")
+        for name, value in (("pb_opc", spec.constant("OST_DISCONNECT")), ("pb_version", version), ("pb_flags", 0),
+                            ("pb_transno", 0)):
+            f = spec.layout("ptlrpc_body_v3").field(name)
+            body[f.offset:f.end] = value.to_bytes(f.end - f.offset, order)
+        start = _round8(_HDR.field("lm_buflens").offset + len(msg[0]) * _HDR.field("lm_buflens").elem_size)
+        disconnect = request[:start] + bytes(body) + request[start + len(body):]
+        self._say(f"fault evict: the export of {client}'s request xid {xid:#x} is disconnected")
+        outcome = self.adapter.call({"op": "exchange", "data": disconnect.hex(), "xid": xid, "client": client})
+        if not outcome.ok:
+            self._say(f"the IUT's eviction (OST_DISCONNECT) of {client}: {outcome.describe()}")
 
     def _deliver_deferred(self, item: "_Outgoing") -> None:
         if self._transmit(item):
@@ -451,16 +498,23 @@ class Server:
 
     def _draw_faults(self) -> list[Fault]:
         with self._lock:
-            drawn = []
-            for f in list(self.faults):
-                if self._rng.random() >= f.probability:
-                    continue
-                drawn.append(f)
-                if f.count is not None:
-                    f.count -= 1
-                    if f.count == 0:
-                        self.faults.remove(f)
-            return drawn
+            return self._draw(evict=False)
+
+    def _draw(self, evict: bool) -> list[Fault]:
+        """The faults of `faults` that fall now (the caller holds the lock): those on a reply,
+        or (`evict`) the evictions, which fall on a request."""
+        drawn = []
+        for f in list(self.faults):
+            if (f.kind == "evict") != evict:
+                continue
+            if self._rng.random() >= f.probability:
+                continue
+            drawn.append(f)
+            if f.count is not None:
+                f.count -= 1
+                if f.count == 0:
+                    self.faults.remove(f)
+        return drawn
 
     @staticmethod
     def _body_reply(request: bytes, **fields) -> bytes:
