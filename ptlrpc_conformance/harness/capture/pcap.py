@@ -91,13 +91,14 @@ class TcpConnection:
                     False: (0x80000000 + 0x01000000 * index + 0x4321) & 0xFFFFFFFF}
         self.ipid = {True: 1, False: 1}
         self.closed = False
+        client_b, server_b = ipaddress.IPv4Address(client_ip).packed, ipaddress.IPv4Address(self.server_ip).packed
+        self._ends = {True: (client_b, server_b, client_port, server_port),     # by from_client:
+                      False: (server_b, client_b, server_port, client_port)}   # src, dst, sport, dport
 
     def _segment(self, from_client: bool, flags: int, payload: bytes = b"") -> int:
         w = self.w
-        src, dst = (self.client_ip, self.server_ip) if from_client else (self.server_ip, self.client_ip)
-        sport, dport = (self.client_port, self.server_port) if from_client else (self.server_port, self.client_port)
+        src_b, dst_b, sport, dport = self._ends[from_client]
         seq, ack = self.seq[from_client], self.seq[not from_client]
-        src_b, dst_b = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
         tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack if flags & _TCP_ACK else 0, 5 << 4, flags,
                           65535, 0, 0)
         pseudo = src_b + dst_b + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))

@@ -231,6 +231,7 @@ class LnetTcpAdapter(Adapter):
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
         self._sent: dict[tuple[int, int], int] = {}        # (pid, xid) -> times sent (serve's "fate" asks)
         self._closed = False
+        self._ctl = None                            # lnet_serve.ControlClient, with control=
 
     # -- identities and links -----------------------------------------------------------
 
@@ -473,8 +474,11 @@ class LnetTcpAdapter(Adapter):
             self.log("!", f"{c.name}: {link.kind}: {link.detail}")
             return None
         opc = safety.parse(data).body("pb_opc")
+        # with a control socket, serve says when it sent no reply (a target in recovery keeps
+        # a disconnect): no need to wait out the window
         out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
-                            timeout=max(self.live.drop, 1.0), max_wait=self.timeout, src_pid=self._src_pid(c))
+                            timeout=max(self.live.drop, 1.0), max_wait=self.timeout, src_pid=self._src_pid(c),
+                            given_up=(lambda: self._fate(c, xid, 1) == "none") if self.live.control else None)
         return out.reply.payload if out.kind == "reply" else None
 
     def _learn(self, c: _Client, opc: int | None, reply: bytes) -> None:
@@ -588,7 +592,6 @@ class LnetTcpAdapter(Adapter):
 
     def _fates(self, keys: list[tuple[int, int]]) -> list[str] | None:
         """serve's fates of requests taken as dropped ((pid, xid) keys of _dropped), or None."""
-        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         asked = []
         for pid, xid in keys:
             c = self._clients.get(self._dropped[(pid, xid)].client)
@@ -596,7 +599,7 @@ class LnetTcpAdapter(Adapter):
                 return None
             asked.append([self._served_pid(c), xid, self._sent.get((pid, xid), 1)])
         try:
-            answer = control_call(self.live.control, "fate", timeout=self.timeout, requests=asked)
+            answer = self._control_client().call("fate", requests=asked)
         except (OSError, ValueError):
             return None
         fates = (answer.get("result") or {}).get("fates") if answer.get("ok") else None
@@ -611,18 +614,23 @@ class LnetTcpAdapter(Adapter):
         """What serve's control socket says became of client `c`'s request `xid`, sent for the
         `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
         decides then)."""
-        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         try:
-            answer = control_call(self.live.control, "fate", timeout=self.timeout, xid=xid, sent=sent,
-                                  pid=self._served_pid(c))
+            answer = self._control_client().call("fate", xid=xid, sent=sent, pid=self._served_pid(c))
         except (OSError, ValueError):
             return None
         return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
 
+    def _control_client(self):
+        """The one connection to serve's control socket, kept open (dialled again when serve
+        closed it)."""
+        if self._ctl is None:
+            from ptlrpc_conformance.harness.transport.lnet_serve import ControlClient
+            self._ctl = ControlClient(self.live.control, self.timeout)
+        return self._ctl
+
     def _control(self, op: str) -> Outcome:
-        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         try:
-            answer = control_call(self.live.control, op, timeout=self.timeout)
+            answer = self._control_client().call(op)
         except (OSError, ValueError) as e:
             return Outcome.crash(f"control socket {self.live.control}: {op}: {e}")
         if not answer.get("ok"):
@@ -646,6 +654,8 @@ class LnetTcpAdapter(Adapter):
                 self._node.close()
             if self.tap is not None:
                 self.tap.close()
+            if self._ctl is not None:
+                self._ctl.close()
             _unguard(self)
         if self.used:
             name = self.live.target[:-5] if self.live.target.endswith("_UUID") else self.live.target
