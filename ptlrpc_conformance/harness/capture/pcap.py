@@ -26,11 +26,9 @@ packed several to a segment.
 """
 from __future__ import annotations
 
-import array
 import ipaddress
 import os
 import struct
-import sys
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator
 
@@ -48,20 +46,12 @@ _BASE_TIME = 1_767_225_600       # 2026-01-01T00:00:00Z: fixed, so the same inpu
 # checksums
 # ------------------------------------------------------------------------------------
 
-_LITTLE = sys.byteorder == "little"
-
-
 def _ones_sum(data: bytes) -> int:
     """The 16-bit one's complement sum of `data` (big-endian words), not yet inverted."""
-    if len(data) & 1:
-        data += b"\0"
-    words = array.array("H", data)
-    if _LITTLE:
-        words.byteswap()
-    total = sum(words)
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
+    # the words as one big-endian number: 2**16 is 1 modulo 0xFFFF, so the number modulo
+    # 0xFFFF is their sum folded (0 for a sum that folds to 0xFFFF, told apart by data not zero)
+    value = int.from_bytes(data + b"\0" if len(data) & 1 else data, "big")
+    return value % 0xFFFF or (0xFFFF if value else 0)
 
 
 def internet_checksum(*parts: bytes) -> int:
