@@ -227,6 +227,7 @@ class LnetTcpAdapter(Adapter):
         self._node: Node | None = None
         self._incarnation = time.time_ns()          # this machine's one (socklnd.c: ksnn_incarnation)
         self._lock = threading.Lock()
+        self._arrival = threading.Condition(self._lock)     # notified as a reply lands in _arrived
         self._arrived: dict[tuple[int, int], bytes] = {}    # (pid, match bits) -> a reply no exchange waited for
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
         self._sent: dict[tuple[int, int], int] = {}        # (pid, xid) -> times sent (serve's "fate" asks)
@@ -294,6 +295,7 @@ class LnetTcpAdapter(Adapter):
             pid = msg.header.dest_pid if self.live.privileged else self._conn_pid.get(id(conn))
             with self._lock:
                 self._arrived[(pid, msg.match_bits)] = msg.payload
+                self._arrival.notify_all()
 
     # -- start: handshake and preflight --------------------------------------------------
 
@@ -391,8 +393,12 @@ class LnetTcpAdapter(Adapter):
     def blocked(self, data: bytes, client: str = "c1") -> str | None:
         """Why the firewall would refuse `data` sent by suite client `client`, or None (nothing sent)."""
         uuid = (self.prefix + f"{self.worker:x}g{self.generation}-" + client)[:safety.UUID_SIZE - 1]
-        return safety.refusal(safety.with_uuids(data, self.live.target, uuid), self.live.mode,
-                              target_uuid=self.live.target, client_prefix=self.prefix, index=self.live.index)
+        return self._refusal(safety.with_uuids(data, self.live.target, uuid))
+
+    def _refusal(self, rewritten: bytes) -> str | None:
+        """Why the firewall refuses a request whose UUIDs are already the live ones, or None."""
+        return safety.refusal(rewritten, self.live.mode, target_uuid=self.live.target, client_prefix=self.prefix,
+                              index=self.live.index)
 
     def _exchange_one(self, request: dict) -> Outcome:
         name, xid = request.get("client"), request.get("xid")
@@ -403,8 +409,8 @@ class LnetTcpAdapter(Adapter):
         if not isinstance(name, str) or not isinstance(xid, int) or isinstance(xid, bool) or not 0 <= xid < 1 << 64:
             return Outcome("error", error="EINVAL", detail="an exchange needs a string client and a 64-bit xid")
         c = self._client(name)
-        why = self.blocked(data, name)
         data = safety.with_uuids(data, self.live.target, c.uuid)
+        why = self._refusal(data)
         if why is not None:
             self.log("!", f"refused ({self.live.mode}): {why}")
             raise NotApplicable(f"({'read-only' if self.live.mode == 'readonly' else self.live.mode}) the lnet-tcp "
@@ -510,8 +516,9 @@ class LnetTcpAdapter(Adapter):
                 if fates is not None:
                     waited = [k for k, f in zip(missing, fates) if f == "reply"]
                     deadline = time.monotonic() + self.live.drop
-            while time.monotonic() < deadline and not all(k in self._arrived for k in waited):
-                time.sleep(0.002)
+            with self._arrival:
+                self._arrival.wait_for(lambda: all(k in self._arrived for k in waited),
+                                       max(0.0, deadline - time.monotonic()))
         out = []
         with self._lock:
             for key in [k for k in self._arrived if k in self._dropped]:
@@ -588,7 +595,9 @@ class LnetTcpAdapter(Adapter):
             got += self._deferred()
             if len(got) >= expected or time.monotonic() >= deadline:
                 return got
-            time.sleep(0.01)
+            with self._arrival:
+                self._arrival.wait_for(lambda: any(k in self._dropped for k in self._arrived),
+                                       max(0.0, deadline - time.monotonic()))
 
     def _fates(self, keys: list[tuple[int, int]]) -> list[str] | None:
         """serve's fates of requests taken as dropped ((pid, xid) keys of _dropped), or None."""
