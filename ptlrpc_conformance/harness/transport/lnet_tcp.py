@@ -577,15 +577,26 @@ class LnetTcpAdapter(Adapter):
                 return Outcome.timeout(f"the restart hook did not end within {self.timeout:g} s")
             if proc.returncode != 0:
                 return Outcome.crash(f"the restart hook exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}")
+            self._drop_links()
             return Outcome("ok", result={})
         out = self._control(op)
         if not out.ok:
             return out
+        if op == "restart":
+            self._drop_links()
         result = {k: v for k, v in out.result.items() if k not in ("incarnation", "counts", "clients", "replies")}
         if op == "end_recovery":
             expected = sum(1 for r in out.result.get("replies") or () if isinstance(r, dict) and r.get("data"))
             result["replies"] = self._await_deferred(expected)
         return Outcome("ok", result=result)
+
+    def _drop_links(self) -> None:
+        """A restarted target closed every connection: closed here too, at once, so that the
+        next request dials again instead of going out on the old connection before its reader
+        has seen the close (and ending as a reset)."""
+        for link in self._links:
+            link.close()
+        self._links.clear()
 
     def _await_deferred(self, expected: int) -> list[dict]:
         """The deferred replies serve delivered before answering its control call (they may still
