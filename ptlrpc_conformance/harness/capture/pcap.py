@@ -22,7 +22,8 @@ Writing (`PcapWriter`, `write_pcap`): classic pcap, Ethernet, IPv4 on 127.0.0.x 
 header and TCP checksums and sequence numbers; one TCP connection per client (its own
 address, a privileged source port as socklnd uses, the three-way handshake, the acceptor
 request and hellos, then the messages, then FIN); messages can be split across segments or
-packed several to a segment.
+packed several to a segment.  A `TcpConnection` between IPv6 addresses (what the LNet pcap
+tap records of an IPv6 connection) writes IPv6 frames.
 """
 from __future__ import annotations
 
