@@ -640,3 +640,57 @@ def test_listener_answers_an_unknown_acceptor_version_or_a_hello_with_its_own_ve
             assert wire.unpack_acceptor(answer).version == 1
             assert sock.recv(1) == b""
         assert len(listener.refusals) == 1
+
+
+# -- the pcap tap -------------------------------------------------------------------------
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _ipv6_loopback(), reason="this machine has no IPv6 loopback (::1) to connect over")
+def test_the_tap_records_an_ipv6_connection(tmp_path):
+    """A connection over ::1 is recorded as IPv6 frames (next header TCP, checksums right over
+    the IPv6 pseudo-header): its TCP stream holds the acceptor request, the hellos and both
+    messages, as sent."""
+    from ptlrpc_conformance.harness.capture import pcap
+    from ptlrpc_conformance.harness.transport.lnet_engine.tap import PcapTap
+    path = tmp_path / "v6.pcap"
+    tap = PcapTap(path)
+    server_nid = client_nid = Nid.ip("::1")     # an accept=all listener knows the peer by its address
+
+    def handler(conn, msg):
+        conn.put(OSC_REPLY_PORTAL, msg.match_bits, b"reply over IPv6", offset=EARLY_SIZE)
+    node = Node(client_nid, tap=tap)
+    try:
+        with Listener(Node(server_nid), "::1", 0, accept_all=True, handler=handler) as listener:
+            out = node.connect("::1", server_nid, listener.address[1], privileged=False)
+            assert out.kind == "connected", out
+            r = out.connection.exchange(OST_REQUEST_PORTAL, XID, b"request over IPv6", reply_portal=OSC_REPLY_PORTAL,
+                                        at=True, timeout=WAIT)
+            assert r.kind == "reply" and r.reply.payload == b"reply over IPv6", r
+            node.close()
+    finally:
+        node.close()
+        tap.close()
+    assert tap.skipped == 0
+    streams = {True: b"", False: b""}
+    frames = list(pcap.packets(path))
+    assert frames
+    for p in frames:
+        assert p.data[12:14] == b"\x86\xdd", f"packet {p.number} is not IPv6"
+        ip, tcp = p.data[14:54], p.data[54:]
+        assert ip[0] >> 4 == 6 and ip[6] == 6 and struct.unpack("!H", ip[4:6])[0] == len(tcp)
+        assert ip[8:24] == ip[24:40] == socket.inet_pton(socket.AF_INET6, "::1")
+        pseudo = ip[8:40] + struct.pack("!IxxxB", len(tcp), 6)
+        assert pcap.internet_checksum(pseudo, tcp) == 0, f"TCP checksum of packet {p.number}"
+        from_server = struct.unpack("!H", tcp[0:2])[0] == 988         # the tap writes socklnd's port
+        streams[from_server] += tcp[(tcp[12] >> 4) * 4:]
+    sent, received = streams[False], streams[True]
+    assert sent.startswith(wire.AcceptorRequest(server_nid).pack())
+    assert b"request over IPv6" in sent and b"reply over IPv6" in received

@@ -222,6 +222,26 @@ def test_exchange_reset_restart_over_control(served):
         assert rep.status == 0
 
 
+def test_one_control_connection_for_every_control_call(served, monkeypatch):
+    """The adapter keeps its connection to serve's control socket: the fates it asks while a
+    request waits, reset, restart and end_recovery all go over the one it dialled first."""
+    accepted = []
+    serve_one = ControlSocket._serve_one
+    monkeypatch.setattr(ControlSocket, "_serve_one", lambda self, sock: (accepted.append(sock), serve_one(self, sock)))
+    s = served()
+    text = live_spec(s, mode="destructive", control=s.control)
+    with load_adapter(text, timeout=10, scratch_target=f"{TARGET}@127.0.0.1@tcp") as adapter:
+        c = Client("c1", handle=0x1000)
+        c.cookie = reply_of(exchange(adapter, c, c.connect())).body["pb_handle"]
+        dropped = exchange(adapter, c, c.request("OST_GETATTR", [ost_body(1)], timeout=0))
+        assert dropped.ok and "serve sent no reply" in dropped.result["note"]      # a fate asked
+        for op in ("reset", "restart", "end_recovery", "reset"):
+            assert adapter.call({"op": op}).ok, op
+        c = Client("c1", handle=0x1000)
+        assert reply_of(exchange(adapter, c, c.connect())).status == 0          # dialled again after the restart
+    assert len(accepted) == 1
+
+
 def test_a_reply_after_the_drop_window_is_an_error(served):
     s = served(slow_ping=1.0)
     with load_adapter(live_spec(s, drop="0.2"), timeout=10) as adapter:

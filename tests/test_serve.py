@@ -6,6 +6,7 @@ for, and hold what the in-process reference answers to the same requests from th
 The control socket restarts the server (connections drop, a new incarnation) and stops it."""
 from __future__ import annotations
 
+import json
 import os
 import select
 import pathlib
@@ -24,8 +25,8 @@ from ptlrpc_conformance.harness.ost.client import C, Client
 from ptlrpc_conformance.harness.transport.adapter import InProcessAdapter
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Node
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
-from ptlrpc_conformance.harness.transport.lnet_serve import (Server, control_call, granted_rep_mbits,
-                                                             reply_offset)
+from ptlrpc_conformance.harness.transport.lnet_serve import (ControlClient, Server, control_call,
+                                                             granted_rep_mbits, reply_offset)
 from ptlrpc_conformance.harness.transport.loader import load_adapter
 
 SERVER = Nid.parse("127.0.0.1@tcp")
@@ -212,6 +213,47 @@ def test_the_control_socket_on_a_loopback_port(tmp_path):
         if served.proc.poll() is None:
             served.proc.kill()
             served.proc.wait()
+
+
+def test_a_kept_control_connection_serves_many_calls(served):
+    client = ControlClient(served.control, timeout=WAIT)
+    try:
+        for _ in range(5):
+            assert client.call("status")["ok"]
+        assert client.call("reboot")["ok"] is False
+        assert client.dials == 1
+    finally:
+        client.close()
+
+
+def test_a_control_connection_the_other_end_closed_is_dialled_again(tmp_path):
+    """A control socket that answers one line and hangs up (serve drops a control client idle
+    for CONTROL_TIMEOUT so): the next call dials again and gets its answer."""
+    path = str(tmp_path / "control")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(4)
+    listener.settimeout(WAIT)
+    ops = []
+
+    def answer_once_each():
+        for _ in range(2):
+            sock, _ = listener.accept()
+            with sock:
+                line = sock.makefile("rb").readline()
+                ops.append(json.loads(line)["op"])
+                sock.sendall(b'{"ok": true, "result": {}}\n')
+    t = threading.Thread(target=answer_once_each, daemon=True)
+    t.start()
+    client = ControlClient(path, timeout=WAIT)
+    try:
+        assert client.call("status") == {"ok": True, "result": {}}
+        assert client.call("reset") == {"ok": True, "result": {}}
+        assert ops == ["status", "reset"] and client.dials == 2
+    finally:
+        client.close()
+        t.join(WAIT)
+        listener.close()
 
 
 def test_sigterm_ends_the_process_cleanly(served):

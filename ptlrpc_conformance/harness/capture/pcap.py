@@ -22,15 +22,14 @@ Writing (`PcapWriter`, `write_pcap`): classic pcap, Ethernet, IPv4 on 127.0.0.x 
 header and TCP checksums and sequence numbers; one TCP connection per client (its own
 address, a privileged source port as socklnd uses, the three-way handshake, the acceptor
 request and hellos, then the messages, then FIN); messages can be split across segments or
-packed several to a segment.
+packed several to a segment.  A `TcpConnection` between IPv6 addresses (what the LNet pcap
+tap records of an IPv6 connection) writes IPv6 frames.
 """
 from __future__ import annotations
 
-import array
 import ipaddress
 import os
 import struct
-import sys
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator
 
@@ -48,20 +47,12 @@ _BASE_TIME = 1_767_225_600       # 2026-01-01T00:00:00Z: fixed, so the same inpu
 # checksums
 # ------------------------------------------------------------------------------------
 
-_LITTLE = sys.byteorder == "little"
-
-
 def _ones_sum(data: bytes) -> int:
     """The 16-bit one's complement sum of `data` (big-endian words), not yet inverted."""
-    if len(data) & 1:
-        data += b"\0"
-    words = array.array("H", data)
-    if _LITTLE:
-        words.byteswap()
-    total = sum(words)
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
+    # the words as one big-endian number: 2**16 is 1 modulo 0xFFFF, so the number modulo
+    # 0xFFFF is their sum folded (0 for a sum that folds to 0xFFFF, told apart by data not zero)
+    value = int.from_bytes(data + b"\0" if len(data) & 1 else data, "big")
+    return value % 0xFFFF or (0xFFFF if value else 0)
 
 
 def internet_checksum(*parts: bytes) -> int:
@@ -84,32 +75,44 @@ class TcpConnection:
                  server_ip: str | None = None, server_port: int = SOCKLND_PORT):
         self.w = writer
         self.client_ip, self.client_port, self.server_port = client_ip, client_port, server_port
-        self.client_nid = make_nid(client_ip)
         self.server_ip = server_ip or writer.server_ip
-        self.server_nid = make_nid(self.server_ip)
+        client_a, server_a = ipaddress.ip_address(client_ip), ipaddress.ip_address(self.server_ip)
+        if client_a.version != server_a.version:
+            raise ValueError(f"a TCP connection from {client_ip} to {self.server_ip}: one IPv4 and one IPv6")
+        self.ipv6 = client_a.version == 6       # its frames IPv6 (what the tap records); no NIDs then:
+        self.client_nid = None if self.ipv6 else make_nid(client_ip)       # handshake(hello=True) and put()
+        self.server_nid = None if self.ipv6 else make_nid(self.server_ip)  # write nid4 hellos only
         self.seq = {True: (0x10000000 * (index + 1) + 0x1234) & 0xFFFFFFFF,    # client's next seq
                     False: (0x80000000 + 0x01000000 * index + 0x4321) & 0xFFFFFFFF}
         self.ipid = {True: 1, False: 1}
         self.closed = False
+        client_b, server_b = client_a.packed, server_a.packed
+        self._ends = {True: (client_b, server_b, client_port, server_port),     # by from_client:
+                      False: (server_b, client_b, server_port, client_port)}   # src, dst, sport, dport
 
     def _segment(self, from_client: bool, flags: int, payload: bytes = b"") -> int:
         w = self.w
-        src, dst = (self.client_ip, self.server_ip) if from_client else (self.server_ip, self.client_ip)
-        sport, dport = (self.client_port, self.server_port) if from_client else (self.server_port, self.client_port)
+        src_b, dst_b, sport, dport = self._ends[from_client]
         seq, ack = self.seq[from_client], self.seq[not from_client]
-        src_b, dst_b = ipaddress.IPv4Address(src).packed, ipaddress.IPv4Address(dst).packed
         tcp = struct.pack("!HHIIBBHHH", sport, dport, seq, ack if flags & _TCP_ACK else 0, 5 << 4, flags,
                           65535, 0, 0)
-        pseudo = src_b + dst_b + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
+        if self.ipv6:       # RFC 8200 §8.1: the pseudo-header's length is 32 bits, then 3 zero bytes
+            pseudo = src_b + dst_b + struct.pack("!IxxxB", len(tcp) + len(payload), 6)
+        else:
+            pseudo = src_b + dst_b + struct.pack("!BBH", 0, 6, len(tcp) + len(payload))
         csum = internet_checksum(pseudo, tcp, payload)
         tcp = tcp[:16] + struct.pack("!H", csum) + tcp[18:]
-        total = 20 + len(tcp) + len(payload)
-        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, self.ipid[from_client], 0x4000, 64, 6, 0, src_b, dst_b)
-        ip = ip[:10] + struct.pack("!H", internet_checksum(ip)) + ip[12:]
-        self.ipid[from_client] = (self.ipid[from_client] + 1) & 0xFFFF
+        if self.ipv6:       # version 6, no traffic class or flow label, next header TCP, hop limit 64
+            ip = struct.pack("!IHBB16s16s", 6 << 28, len(tcp) + len(payload), 6, 64, src_b, dst_b)
+            ether = b"\0" * 12 + b"\x86\xdd"
+        else:
+            total = 20 + len(tcp) + len(payload)
+            ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, total, self.ipid[from_client], 0x4000, 64, 6, 0, src_b, dst_b)
+            ip = ip[:10] + struct.pack("!H", internet_checksum(ip)) + ip[12:]
+            self.ipid[from_client] = (self.ipid[from_client] + 1) & 0xFFFF
+            ether = b"\0" * 12 + b"\x08\x00"
         advance = len(payload) + (1 if flags & (_TCP_SYN | _TCP_FIN) else 0)
         self.seq[from_client] = (seq + advance) & 0xFFFFFFFF
-        ether = b"\0" * 12 + b"\x08\x00"
         return w._record(ether + ip + tcp + payload)
 
     def handshake(self, hello: bool = True) -> None:

@@ -693,27 +693,85 @@ class ControlSocket:
             sock.close()
 
 
+class ControlClient:
+    """One connection to a serve's control socket (a path, or 127.0.0.1:PORT), kept open from
+    call to call: a caller that asks often (lnet-tcp asks the fate of every request it waits
+    on) dials once.  serve drops a control client idle for CONTROL_TIMEOUT; one idle for half
+    of it, or whose connection the other end closed before answering (nothing of the request
+    was read then), dials again."""
+
+    def __init__(self, address: str, timeout: float = 30.0):
+        self.address, self.timeout = address, timeout
+        self.dials = 0
+        self._sock: socket.socket | None = None
+        self._used = 0.0
+        self._lock = threading.Lock()
+
+    def _dial(self) -> socket.socket:
+        if "/" in self.address or not self.address.rsplit(":", 1)[-1].isdigit():
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            target: object = self.address
+        else:
+            host, port = self.address.rsplit(":", 1)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            target = (host, int(port))
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(target)
+        except OSError:
+            sock.close()
+            raise
+        self.dials += 1
+        return sock
+
+    def call(self, op: str, **args) -> dict:
+        """Send one control operation (with the fields `args`) and return its answer."""
+        line = json.dumps({**args, "op": op}).encode() + b"\n"
+        with self._lock:
+            if self._sock is not None and time.monotonic() - self._used > CONTROL_TIMEOUT / 2:
+                self._drop()
+            for fresh in (self._sock is None, True):
+                if self._sock is None:
+                    self._sock = self._dial()
+                try:
+                    self._sock.sendall(line)
+                    buf = b""
+                    while b"\n" not in buf:
+                        chunk = self._sock.recv(4096)
+                        if not chunk:
+                            break
+                        buf += chunk
+                except OSError as e:
+                    self._drop()
+                    if fresh or isinstance(e, socket.timeout):      # a timeout: serve may be at it still
+                        raise
+                    continue
+                if b"\n" in buf:
+                    self._used = time.monotonic()
+                    return json.loads(buf.split(b"\n", 1)[0])
+                self._drop()
+                if fresh or buf:            # closed by serve mid-answer, or on a new connection
+                    return {"ok": False, "error": "no answer"}
+            return {"ok": False, "error": "no answer"}
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._drop()
+
+
 def control_call(address: str, op: str, timeout: float = 30.0, **args) -> dict:
     """Send one control operation (with the fields `args`, e.g. a fault's) to a serve's control
     socket (a path, or 127.0.0.1:PORT) and return its answer."""
-    if "/" in address or not address.rsplit(":", 1)[-1].isdigit():
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        target: object = address
-    else:
-        host, port = address.rsplit(":", 1)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        target = (host, int(port))
-    with sock:
-        sock.settimeout(timeout)
-        sock.connect(target)
-        sock.sendall(json.dumps({**args, "op": op}).encode() + b"\n")
-        buf = b""
-        while b"\n" not in buf:
-            chunk = sock.recv(4096)
-            if not chunk:
-                break
-            buf += chunk
-    return json.loads(buf.split(b"\n", 1)[0]) if buf else {"ok": False, "error": "no answer"}
+    client = ControlClient(address, timeout)
+    try:
+        return client.call(op, **args)
+    finally:
+        client.close()
 
 
 def parse_listen(text: str) -> tuple[str, int]:

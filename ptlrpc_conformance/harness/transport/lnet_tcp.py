@@ -227,10 +227,12 @@ class LnetTcpAdapter(Adapter):
         self._node: Node | None = None
         self._incarnation = time.time_ns()          # this machine's one (socklnd.c: ksnn_incarnation)
         self._lock = threading.Lock()
+        self._arrival = threading.Condition(self._lock)     # notified as a reply lands in _arrived
         self._arrived: dict[tuple[int, int], bytes] = {}    # (pid, match bits) -> a reply no exchange waited for
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
         self._sent: dict[tuple[int, int], int] = {}        # (pid, xid) -> times sent (serve's "fate" asks)
         self._closed = False
+        self._ctl = None                            # lnet_serve.ControlClient, with control=
 
     # -- identities and links -----------------------------------------------------------
 
@@ -293,6 +295,7 @@ class LnetTcpAdapter(Adapter):
             pid = msg.header.dest_pid if self.live.privileged else self._conn_pid.get(id(conn))
             with self._lock:
                 self._arrived[(pid, msg.match_bits)] = msg.payload
+                self._arrival.notify_all()
 
     # -- start: handshake and preflight --------------------------------------------------
 
@@ -390,8 +393,12 @@ class LnetTcpAdapter(Adapter):
     def blocked(self, data: bytes, client: str = "c1") -> str | None:
         """Why the firewall would refuse `data` sent by suite client `client`, or None (nothing sent)."""
         uuid = (self.prefix + f"{self.worker:x}g{self.generation}-" + client)[:safety.UUID_SIZE - 1]
-        return safety.refusal(safety.with_uuids(data, self.live.target, uuid), self.live.mode,
-                              target_uuid=self.live.target, client_prefix=self.prefix, index=self.live.index)
+        return self._refusal(safety.with_uuids(data, self.live.target, uuid))
+
+    def _refusal(self, rewritten: bytes) -> str | None:
+        """Why the firewall refuses a request whose UUIDs are already the live ones, or None."""
+        return safety.refusal(rewritten, self.live.mode, target_uuid=self.live.target, client_prefix=self.prefix,
+                              index=self.live.index)
 
     def _exchange_one(self, request: dict) -> Outcome:
         name, xid = request.get("client"), request.get("xid")
@@ -402,8 +409,8 @@ class LnetTcpAdapter(Adapter):
         if not isinstance(name, str) or not isinstance(xid, int) or isinstance(xid, bool) or not 0 <= xid < 1 << 64:
             return Outcome("error", error="EINVAL", detail="an exchange needs a string client and a 64-bit xid")
         c = self._client(name)
-        why = self.blocked(data, name)
         data = safety.with_uuids(data, self.live.target, c.uuid)
+        why = self._refusal(data)
         if why is not None:
             self.log("!", f"refused ({self.live.mode}): {why}")
             raise NotApplicable(f"({'read-only' if self.live.mode == 'readonly' else self.live.mode}) the lnet-tcp "
@@ -473,8 +480,11 @@ class LnetTcpAdapter(Adapter):
             self.log("!", f"{c.name}: {link.kind}: {link.detail}")
             return None
         opc = safety.parse(data).body("pb_opc")
+        # with a control socket, serve says when it sent no reply (a target in recovery keeps
+        # a disconnect): no need to wait out the window
         out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
-                            timeout=max(self.live.drop, 1.0), max_wait=self.timeout, src_pid=self._src_pid(c))
+                            timeout=max(self.live.drop, 1.0), max_wait=self.timeout, src_pid=self._src_pid(c),
+                            given_up=(lambda: self._fate(c, xid, 1) == "none") if self.live.control else None)
         return out.reply.payload if out.kind == "reply" else None
 
     def _learn(self, c: _Client, opc: int | None, reply: bytes) -> None:
@@ -506,8 +516,9 @@ class LnetTcpAdapter(Adapter):
                 if fates is not None:
                     waited = [k for k, f in zip(missing, fates) if f == "reply"]
                     deadline = time.monotonic() + self.live.drop
-            while time.monotonic() < deadline and not all(k in self._arrived for k in waited):
-                time.sleep(0.002)
+            with self._arrival:
+                self._arrival.wait_for(lambda: all(k in self._arrived for k in waited),
+                                       max(0.0, deadline - time.monotonic()))
         out = []
         with self._lock:
             for key in [k for k in self._arrived if k in self._dropped]:
@@ -566,15 +577,26 @@ class LnetTcpAdapter(Adapter):
                 return Outcome.timeout(f"the restart hook did not end within {self.timeout:g} s")
             if proc.returncode != 0:
                 return Outcome.crash(f"the restart hook exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}")
+            self._drop_links()
             return Outcome("ok", result={})
         out = self._control(op)
         if not out.ok:
             return out
+        if op == "restart":
+            self._drop_links()
         result = {k: v for k, v in out.result.items() if k not in ("incarnation", "counts", "clients", "replies")}
         if op == "end_recovery":
             expected = sum(1 for r in out.result.get("replies") or () if isinstance(r, dict) and r.get("data"))
             result["replies"] = self._await_deferred(expected)
         return Outcome("ok", result=result)
+
+    def _drop_links(self) -> None:
+        """A restarted target closed every connection: closed here too, at once, so that the
+        next request dials again instead of going out on the old connection before its reader
+        has seen the close (and ending as a reset)."""
+        for link in self._links:
+            link.close()
+        self._links.clear()
 
     def _await_deferred(self, expected: int) -> list[dict]:
         """The deferred replies serve delivered before answering its control call (they may still
@@ -584,11 +606,12 @@ class LnetTcpAdapter(Adapter):
             got += self._deferred()
             if len(got) >= expected or time.monotonic() >= deadline:
                 return got
-            time.sleep(0.01)
+            with self._arrival:
+                self._arrival.wait_for(lambda: any(k in self._dropped for k in self._arrived),
+                                       max(0.0, deadline - time.monotonic()))
 
     def _fates(self, keys: list[tuple[int, int]]) -> list[str] | None:
         """serve's fates of requests taken as dropped ((pid, xid) keys of _dropped), or None."""
-        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         asked = []
         for pid, xid in keys:
             c = self._clients.get(self._dropped[(pid, xid)].client)
@@ -596,7 +619,7 @@ class LnetTcpAdapter(Adapter):
                 return None
             asked.append([self._served_pid(c), xid, self._sent.get((pid, xid), 1)])
         try:
-            answer = control_call(self.live.control, "fate", timeout=self.timeout, requests=asked)
+            answer = self._control_client().call("fate", requests=asked)
         except (OSError, ValueError):
             return None
         fates = (answer.get("result") or {}).get("fates") if answer.get("ok") else None
@@ -611,18 +634,23 @@ class LnetTcpAdapter(Adapter):
         """What serve's control socket says became of client `c`'s request `xid`, sent for the
         `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
         decides then)."""
-        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         try:
-            answer = control_call(self.live.control, "fate", timeout=self.timeout, xid=xid, sent=sent,
-                                  pid=self._served_pid(c))
+            answer = self._control_client().call("fate", xid=xid, sent=sent, pid=self._served_pid(c))
         except (OSError, ValueError):
             return None
         return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
 
+    def _control_client(self):
+        """The one connection to serve's control socket, kept open (dialled again when serve
+        closed it)."""
+        if self._ctl is None:
+            from ptlrpc_conformance.harness.transport.lnet_serve import ControlClient
+            self._ctl = ControlClient(self.live.control, self.timeout)
+        return self._ctl
+
     def _control(self, op: str) -> Outcome:
-        from ptlrpc_conformance.harness.transport.lnet_serve import control_call
         try:
-            answer = control_call(self.live.control, op, timeout=self.timeout)
+            answer = self._control_client().call(op)
         except (OSError, ValueError) as e:
             return Outcome.crash(f"control socket {self.live.control}: {op}: {e}")
         if not answer.get("ok"):
@@ -646,6 +674,8 @@ class LnetTcpAdapter(Adapter):
                 self._node.close()
             if self.tap is not None:
                 self.tap.close()
+            if self._ctl is not None:
+                self._ctl.close()
             _unguard(self)
         if self.used:
             name = self.live.target[:-5] if self.live.target.endswith("_UUID") else self.live.target

@@ -65,6 +65,9 @@ MAX_HANDSHAKES = 16              # handshakes a listener reads at once (Lustre's
 MAX_INBOX = 256                  # PUTs waiting for a connection's handler before new ones are dropped
 
 
+_WAKE = object()                 # put in a connection's inbox by close(): its handler thread looks again
+
+
 class LnetSetupError(Exception):
     """This machine cannot do what was asked (no privileged port can be bound)."""
 
@@ -130,11 +133,22 @@ def _invert(ctype: int) -> int:
 
 
 def _read_exact(sock: socket.socket, n: int, deadline: float, what: str,
-                closing: Callable[[], bool] = lambda: False, stall: float | None = None) -> bytes:
+                closing: Callable[[], bool] = lambda: False, stall: float | None = None,
+                spare: bytearray | None = None) -> bytes:
     """`n` bytes from `sock`.  Before `deadline` (time.monotonic()) when `stall` is None;
     otherwise the first byte may take as long as it takes (the connection is idle), and then
-    no gap between bytes may exceed `stall`.  Raises _Fault."""
+    no gap between bytes may exceed `stall`.  Raises _Fault.  With `spare` (the bytes read
+    before and not yet used, owned by one reader), what is there is taken first, and each
+    receive takes what has come (up to 64 KiB), the bytes past `n` kept in `spare`: one
+    receive for a message that came whole, not one for each of its parts."""
+    if spare is not None and len(spare) >= n:
+        data = bytes(spare[:n])
+        del spare[:n]
+        return data
     buf = bytearray()
+    if spare:
+        buf += spare
+        spare.clear()
     last = time.monotonic()
     while len(buf) < n:
         if closing():
@@ -148,7 +162,7 @@ def _read_exact(sock: socket.socket, n: int, deadline: float, what: str,
             ready, _, _ = select.select([sock], [], [], POLL if stall is not None else min(POLL, deadline - now))
             if not ready:
                 continue
-            data = sock.recv(min(n - len(buf), 1 << 16))
+            data = sock.recv(max(n - len(buf), 1 << 16) if spare is not None else min(n - len(buf), 1 << 16))
         except (ConnectionError, OSError, ValueError) as exc:
             if closing():
                 raise _Fault("closed", "the connection was closed here") from None
@@ -159,6 +173,9 @@ def _read_exact(sock: socket.socket, n: int, deadline: float, what: str,
             raise _Fault("closed", f"{what}: the peer closed the connection")
         buf += data
         last = time.monotonic()
+    if len(buf) > n:
+        spare += buf[n:]
+        del buf[n:]
     return bytes(buf)
 
 
@@ -207,6 +224,7 @@ class Connection:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except (OSError, AttributeError):
             pass
+        self._spare = bytearray()                   # bytes received and not yet read (the reader's)
         self._send_lock = threading.Lock()
         self._lock = threading.Lock()
         self._waiters: dict[tuple, _Waiter] = {}
@@ -235,6 +253,10 @@ class Connection:
         """Close the connection and end its reader (bounded)."""
         self._closing = True
         self._fail(Outcome("closed", "the connection was closed here"))
+        try:        # the handler thread waits on its inbox: woken now, not at its next POLL
+            self._inbox.put_nowait(_WAKE)
+        except queue.Full:
+            pass    # it is busy, and looks at _closing before its next wait
         for t in (self._thread, self._handling):
             if t.is_alive() and threading.current_thread() is not t:
                 t.join(timeout=2 * POLL + 1)
@@ -425,7 +447,8 @@ class Connection:
     # -- reading ------------------------------------------------------------------------
 
     def _read(self, n: int, what: str) -> bytes:
-        return _read_exact(self._sock, n, 0.0, what, lambda: self._closing, stall=self.node.stall_timeout)
+        return _read_exact(self._sock, n, 0.0, what, lambda: self._closing, stall=self.node.stall_timeout,
+                           spare=self._spare)
 
     def _read_loop(self) -> None:
         try:
@@ -515,6 +538,8 @@ class Connection:
             try:
                 msg = self._inbox.get(timeout=POLL)
             except queue.Empty:
+                continue
+            if msg is _WAKE:
                 continue
             try:
                 self._handler(self, msg)

@@ -1,6 +1,6 @@
 """A pcap tap: every byte an LNet connection sends and receives, written as it passes as
-synthetic TCP/IPv4 frames (pcap.py's writer: Ethernet, IPv4, correct checksums and sequence
-numbers), so that `check-trace` can re-judge the file and Wireshark can dissect it.
+synthetic TCP frames (pcap.py's writer: Ethernet, IPv4 or IPv6 as the connection is, correct
+checksums and sequence numbers), so that `check-trace` can re-judge the file and Wireshark can dissect it.
 
 `PcapTap(path).wrap(sock, server_side)` returns a socket that behaves as `sock` does and writes
 each segment it sends or receives, from the side that sent it: the TCP handshake when it is
@@ -8,12 +8,11 @@ wrapped, the acceptor request, the hellos and the socklnd messages as they pass,
 closed.  The frames carry the connection's real addresses and client port; the server's port
 is written as socklnd's, 988, where `check-trace` and Wireshark's dissector look for LNet (a
 loopback server on another port included; `PcapTap.ports` lists the real ones).  Timestamps
-are the wall clock's, so the file is an audit trail.
-An IPv6 connection is not written (the writer makes IPv4 frames) and is counted in `skipped`.
+are the wall clock's, so the file is an audit trail.  A socket whose addresses cannot be had
+(it is no longer connected) is not written, and is counted in `skipped`.
 """
 from __future__ import annotations
 
-import ipaddress
 import struct
 import threading
 import time
@@ -50,12 +49,10 @@ class PcapTap:
         """`sock` (connected) tapped; the client side is the one that dialled."""
         try:
             local, peer = sock.getsockname()[:2], sock.getpeername()[:2]
-            client, server = (peer, local) if server_side else (local, peer)
-            if ipaddress.ip_address(client[0]).version != 4 or ipaddress.ip_address(server[0]).version != 4:
-                raise ValueError("IPv6")
-        except (OSError, ValueError):
+        except OSError:
             self.skipped += 1
             return sock
+        client, server = (peer, local) if server_side else (local, peer)
         with self._lock:
             if self.closed:
                 return sock
