@@ -1,9 +1,10 @@
 """`ptlrpc-conformance mutants`: run the suite against every mutant of the zoo
 (ptlrpc_conformance/mutants/) and report which cases killed each one.
 
-Each mutant runs in a subprocess of its own - `certify --iut
+Each mutant runs in a process of its own - `certify --iut
 python:ptlrpc_conformance.mutants:ID --area AREA ...` with a small `--examples` - several at
-a time (`--jobs`).  A run does not stop at the first failure, so the table can name every
+a time (`--jobs`); where the platform can fork, each is forked from one server process that
+imported the command line once (`_run`), else a new interpreter.  A run does not stop at the first failure, so the table can name every
 case that killed a mutant.  The stateful Hypothesis cases of a target (target.stateful.exchange,
 recovery.stateful.restart) spend seconds shrinking a failure, so they run in a second round,
 only for a mutant whose own requirement no other case of its areas failed (`--thorough`: one
