@@ -250,10 +250,14 @@ def assert_zoo_caught(result: dict, must_fail: set[str]) -> None:
 
 
 @pytest.fixture(scope="session")
-def reference_run(tmp_path_factory) -> CliRun:
-    """`certify --iut reference` with run_cli's defaults (every case, `--examples 20`), run
-    once per test session (once_per_session) for the tests that read its whole report."""
-    out, run = once_per_session(tmp_path_factory, "reference", ["certify", "--iut", "reference", "--out",
-                                                                "{out}/report", "--examples", "20"], 300)
-    proc = subprocess.CompletedProcess([], run["returncode"], run["stdout"], run["stderr"])
-    return CliRun(proc, out / "report")
+def certified(tmp_path_factory):
+    """certified(IUT): `certify --iut IUT` with run_cli's defaults (every case, `--examples
+    20`), run once per test session (once_per_session) for the tests that read its whole
+    report; a CliRun."""
+    def _certified(iut: str) -> CliRun:
+        name = "certify-" + "".join(c if c.isalnum() else "_" for c in iut)
+        out, run = once_per_session(tmp_path_factory, name, ["certify", "--iut", iut, "--out", "{out}/report",
+                                                             "--examples", "20"], 300)
+        return CliRun(subprocess.CompletedProcess([], run["returncode"], run["stdout"], run["stderr"]),
+                      out / "report")
+    return _certified
