@@ -201,10 +201,11 @@ def _forked_cli(argv: list[str], cwd: str, env: dict, outputs: list[str]) -> Non
         os.close(target)
     status = 1
     try:
-        from ptlrpc_conformance.cli import main
-        status = main(argv)
+        from ptlrpc_conformance import cli
+        sys.argv = [str(pathlib.Path(cli.__file__).with_name("__main__.py")), *argv]   # as `python -m` sets it
+        status = cli.main(argv)
     except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else 1
+        status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     except BaseException:
         import traceback
         traceback.print_exc()
