@@ -166,15 +166,15 @@ def _fork_context():
 
 
 def _run(cmd: list[str], cwd: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
-    """`cmd` (a `python -m ptlrpc_conformance.cli ...` command line) run in `cwd` under `env`,
+    """`cmd` (a `python -m MODULE ...` command line: `ptlrpc-conformance certify ...`) run in `cwd` under `env`,
     stdin empty, its output captured, killed after `timeout` seconds (subprocess.TimeoutExpired)."""
     context = _fork_context()
     if not context:
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
-    assert cmd[1:3] == ["-m", "ptlrpc_conformance.cli"], cmd
+    assert cmd[0] == sys.executable and cmd[1] == "-m", cmd
     outputs = [os.path.join(cwd, ".stdout"), os.path.join(cwd, ".stderr")]
-    child = context.Process(target=_forked_cli, args=(cmd[3:], cwd, env, outputs), daemon=True)
+    child = context.Process(target=_forked_cli, args=(cmd[2], cmd[3:], cwd, env, outputs), daemon=True)
     child.start()
     child.join(timeout)
     if child.exitcode is None:
@@ -185,8 +185,8 @@ def _run(cmd: list[str], cwd: str, env: dict, timeout: float) -> subprocess.Comp
     return subprocess.CompletedProcess(cmd, child.exitcode, out, err)
 
 
-def _forked_cli(argv: list[str], cwd: str, env: dict, outputs: list[str]) -> None:
-    """The forked process: what `python -m ptlrpc_conformance.cli ARGV` does in `cwd` under
+def _forked_cli(cmd_module: str, argv: list[str], cwd: str, env: dict, outputs: list[str]) -> None:
+    """The forked process: what `python -m CMD_MODULE ARGV` does in `cwd` under
     `env` (PYTHONPATH's folders first on sys.path), its stdout and stderr (and the testees'
     it starts) written to the two files of `outputs`."""
     import atexit
@@ -201,9 +201,10 @@ def _forked_cli(argv: list[str], cwd: str, env: dict, outputs: list[str]) -> Non
         os.close(target)
     status = 1
     try:
-        from ptlrpc_conformance import cli
-        sys.argv = [str(pathlib.Path(cli.__file__).with_name("__main__.py")), *argv]   # as `python -m` sets it
-        status = cli.main(argv)
+        import runpy
+        sys.argv = [sys.argv[0], *argv]      # run_module sets sys.argv[0] as `python -m` does
+        runpy.run_module(cmd_module, run_name="__main__", alter_sys=True)
+        status = 0
     except SystemExit as e:
         status = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
     except BaseException:
