@@ -149,8 +149,8 @@ def subprocess_env(pycache: str | None) -> dict:
 # before the run begins, so each run starts from the state of a new interpreter after those
 # imports (only modules the command imports before its pytest session).
 PRELOAD = ["ptlrpc_conformance.cli", "ptlrpc_conformance.cli.certify", "ptlrpc_conformance.cli.session",
-           "ptlrpc_conformance.harness.data.vectors", "ptlrpc_conformance.harness.outputs.report",
-           "ptlrpc_conformance.harness.transport.loader", "ptlrpc_conformance.mutants", __name__, "pytest"]
+           "ptlrpc_conformance.harness.data.vectors", "ptlrpc_conformance.harness.transport.loader",
+           "ptlrpc_conformance.mutants", "pytest", __name__]       # the last: the forked function's module
 _CONTEXT = None
 
 
