@@ -159,13 +159,20 @@ class CliRun:
         raise KeyError(case_id)
 
 
+def cli_env() -> dict:
+    """The environment of a command line a test starts: tests/ on PYTHONPATH (for --iut
+    python:iuts:NAME)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + [p for p in [env.get("PYTHONPATH")] if p])
+    return env
+
+
 @pytest.fixture
 def run_cli(tmp_path):
     """run_cli(*args, out=True) runs `ptlrpc-conformance ARGS` in a subprocess with tests/ on
     PYTHONPATH (for --iut python:iuts:NAME) and returns a CliRun."""
     def _run(*args, out=True, timeout=300, cwd=None, input=None, examples=20):
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + [p for p in [env.get("PYTHONPATH")] if p])
+        env = cli_env()
         out_dir = tmp_path / f"out{len(list(tmp_path.iterdir()))}" if out else None
         cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", *args]
         if out_dir is not None:
@@ -193,26 +200,35 @@ def hostile():
     return lambda mode: f"exec:{sys.executable} {TESTS / 'testees' / 'hostile.py'} {mode}"
 
 
-@pytest.fixture(scope="session")
-def zoo(tmp_path_factory):
-    """`ptlrpc-conformance mutants` over the whole zoo, run once per test session: the first
-    test (of any xdist worker) to ask runs it, under a lock in the session's shared temporary
-    folder, and the others read what it wrote.  `zoo.doc` is its --json file, `zoo.md` its
-    --markdown file, `zoo.result(ID)` one mutant's entry."""
+def once_per_session(tmp_path_factory, name: str, args: list[str], timeout: float) -> tuple[pathlib.Path, dict]:
+    """`ptlrpc-conformance ARGS` run once per test session, in the folder NAME of the
+    session's temporary folder (ARGS may name files there through `{out}`): the first test (of
+    any xdist worker) to ask runs it, under a lock in the session's shared temporary folder,
+    and the others read what it wrote.  The folder, and the run's returncode, stdout and
+    stderr."""
     base = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         base = base.parent                   # one folder for every worker of this session
-    out = base / "zoo"
-    with open(base / "zoo.lock", "w") as lock:
+    out = base / name
+    with open(base / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)     # released when the file closes
         if not (out / "run.json").is_file():
             out.mkdir(exist_ok=True)
-            proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli", "mutants",
-                                   "--json", str(out / "zoo.json"), "--markdown", str(out / "zoo.md")],
-                                  capture_output=True, text=True, timeout=1800, cwd=out)
+            proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli",
+                                   *(a.format(out=out) for a in args)],
+                                  capture_output=True, text=True, timeout=timeout, cwd=out, env=cli_env())
             (out / "run.json").write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
                                                       "stderr": proc.stderr}))
-    run = json.loads((out / "run.json").read_text())
+    return out, json.loads((out / "run.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def zoo(tmp_path_factory):
+    """`ptlrpc-conformance mutants` over the whole zoo, run once per test session
+    (once_per_session).  `zoo.doc` is its --json file, `zoo.md` its --markdown file,
+    `zoo.result(ID)` one mutant's entry."""
+    out, run = once_per_session(tmp_path_factory, "zoo", ["mutants", "--json", "{out}/zoo.json",
+                                                          "--markdown", "{out}/zoo.md"], 1800)
     assert (out / "zoo.json").is_file(), f"the zoo run wrote no --json file: {run['stderr'][-3000:]}"
     doc = json.loads((out / "zoo.json").read_text())
     by_id = {m["id"]: m for m in doc["mutants"]}
@@ -231,3 +247,17 @@ def assert_zoo_caught(result: dict, must_fail: set[str]) -> None:
     assert requirement in result["failing_requirements"], (name, result["failing_requirements"])
     charged = {r for c in must_fail for r in failed[c]}
     assert requirement in charged, (name, charged)
+
+
+@pytest.fixture(scope="session")
+def certified(tmp_path_factory):
+    """certified(IUT): `certify --iut IUT` with run_cli's defaults (every case, `--examples
+    20`), run once per test session (once_per_session) for the tests that read its whole
+    report; a CliRun."""
+    def _certified(iut: str) -> CliRun:
+        name = "certify-" + "".join(c if c.isalnum() else "_" for c in iut)
+        out, run = once_per_session(tmp_path_factory, name, ["certify", "--iut", iut, "--out", "{out}/report",
+                                                             "--examples", "20"], 300)
+        return CliRun(subprocess.CompletedProcess([], run["returncode"], run["stdout"], run["stderr"]),
+                      out / "report")
+    return _certified

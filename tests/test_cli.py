@@ -11,8 +11,8 @@ from conftest import USER_VECTOR
 from ptlrpc_conformance.harness.ost.client_judge import RULES
 
 
-def test_certify_reference_in_process_passes(run_cli):
-    run = run_cli("--iut", "reference")
+def test_certify_reference_in_process_passes(certified):
+    run = certified("reference")
     assert run.rc == 0, run.stdout + run.stderr
     r = run.report
     assert r["format"] == "ptlrpc-conformance-report/1"

@@ -3,6 +3,7 @@ the suite and the report charges the failure to the mutant's own requirement, ev
 requirement has a mutant, and `ptlrpc-conformance mutants` tells a killed mutant from a
 surviving one and from a run that went wrong.  The zoo is the one set of broken codecs the
 project's tests use (tests/iuts.py keeps only what no mutant models)."""
+import json
 import os
 import keyword
 import re
@@ -107,6 +108,33 @@ def test_runner_tells_survivors_and_harness_errors_from_kills(tmp_path):
     crashed = mutation.run_one(_fake(crash, "framing"), 5, None, 300, env=env)
     assert crashed.status == mutation.KILLED and crashed.errored == ["framing.magic.zero.decode"], crashed
     assert crashed.killed_by == ["framing.magic.zero.decode"] and crashed.failed == {}
+
+
+def test_each_run_is_a_process_forked_from_one_server_with_its_output_status_and_timeout(tmp_path):
+    """The runs of the zoo are forked from one server process that imported the command line
+    once (where the platform can fork): each run is still a process of its own, in its own
+    folder, with its own output, exit status and timeout, as a new interpreter's would be."""
+    import subprocess
+    context = mutation._fork_context()
+    assert context and context.get_start_method() == "forkserver"
+    assert "ptlrpc_conformance.cli.certify" in mutation.PRELOAD
+    env = mutation.subprocess_env(None)
+    cli = [sys.executable, "-m", "ptlrpc_conformance.cli"]
+    version = mutation._run(cli + ["--version"], str(tmp_path), env, 300)
+    assert version.returncode == 0 and version.stdout.startswith("ptlrpc-conformance "), version
+    one = mutation._run(cli + ["certify", "--iut", "reference", "--case", "framing.magic.zero.decode", "--out", "one"],
+                        str(tmp_path), env, 300)
+    assert one.returncode == 0 and "exit status: 0" in one.stdout, one
+    report = json.loads((tmp_path / "one" / "report.json").read_text())
+    assert report["command"][1:] == ["certify", "--iut", "reference", "--case", "framing.magic.zero.decode",
+                                     "--out", "one"] and report["environment"]["cwd"] == str(tmp_path)
+    usage = mutation._run(cli + ["certify", "--area", "framin"], str(tmp_path), env, 300)
+    assert usage.returncode == 2 and "unknown area" in usage.stderr and "closest: framing" in usage.stderr, usage
+    # a run of minutes (100000 examples per property) given 1 s is killed, writing no report
+    with pytest.raises(subprocess.TimeoutExpired):
+        mutation._run(cli + ["certify", "--iut", "reference", "--area", "framing", "--examples", "100000",
+                             "--out", "out"], str(tmp_path), env, 1.0)
+    assert not (tmp_path / "out" / "report.json").exists()
 
 
 def test_tests_load_broken_codecs_from_the_zoo():

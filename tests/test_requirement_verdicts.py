@@ -287,7 +287,7 @@ def test_every_errno_mismatch_is_counted_derived_variants_included(run_cli):
     assert re.search(rf"Rejections that named another class than Lustre's: {expected}, in \d+ cases", doc)
 
 
-def test_requirements_list_and_report_count_the_same_cases(run_cli):
+def test_requirements_list_and_report_count_the_same_cases(run_cli, certified):
     """`requirements`, `list` and report.json agree on the cases of every requirement."""
     run = run_cli("requirements", out=False)
     counted = {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\S+)\s+\S+\s+cases=(\d+)", run.stdout, re.M)}
@@ -298,7 +298,7 @@ def test_requirements_list_and_report_count_the_same_cases(run_cli):
         if len(parts) >= 2 and "." in parts[0]:
             for rid in parts[1].split(","):
                 listed[rid] = listed.get(rid, 0) + 1
-    report = run_cli("--iut", "reference").report
+    report = certified("reference").report
     reported = {rid: len(e["cases"]) for rid, e in report["requirements"].items()}
     profile = registry.profile(None).name
     in_profile = {r.id for r in registry.requirements().values() if r.in_profile(profile)}
@@ -377,19 +377,19 @@ def test_an_iut_that_rejects_everything_earns_no_pass(run_cli):
         assert trunc["verdict"] == "pass" and trunc["exercised"] == [] and "control_rejected" in trunc["notes"]
 
 
-def test_a_decode_only_iut_gets_no_encoder_or_structure_requirement(run_cli):
-    r = run_cli("--iut", "python:iuts:decode_only").report
+def test_a_decode_only_iut_gets_no_encoder_or_structure_requirement(certified):
+    r = certified("python:iuts:decode_only").report
     passed = {rid for rid, e in r["requirements"].items() if e["verdict"] == "pass"}
     assert passed and not [rid for rid in passed if rid.startswith(("ENC-", "STRUCT-", "VALID-"))], passed
 
 
-def test_the_reference_exercises_every_requirement_of_the_default_profile(run_cli):
+def test_the_reference_exercises_every_requirement_of_the_default_profile(certified):
     """Every passing suite case says what it exercised (among what it lists), and together
     they exercise every requirement of the default profile that a target or codec can: the
     reference is no client: a client's requirements (capability client) are judged over the
     conversation of a client `certify --client` runs (tests/test_client_certify.py), and are
     not applicable here."""
-    r = run_cli("--iut", "reference").report
+    r = certified("reference").report
     profile = registry.profile(None).name
     in_profile = {rid for rid, req in registry.requirements().items()
                   if req.in_profile(profile) and req.capability != "client"}
