@@ -125,6 +125,31 @@ def test_a_target_entry_without_its_mutant_is_a_miss_naming_the_mutant(tmp_path)
     assert row["iuts"]["parent"] == "python:independent_ost:before_lu_1"
 
 
+def _scenarios_of(requirements):
+    from ptlrpc_conformance.harness.ost import scenario as scen
+    return [s for s in scen.load_all() if set(s.requirements) & set(requirements)]
+
+
+@pytest.mark.parametrize("e", [e for e in recall.load_corpus(recall.CORPUS)
+                               if e["kind"] == "target" and recall.has_mutant(recall.mutant_name(e["id"]))],
+                         ids=lambda e: f"{e['id']}-{e['fix']}")
+def test_a_target_entrys_mutant_is_killed_by_its_requirements_scenarios(e):
+    # what tools/recall.py certifies, in process: the independent OST (the code after the fix)
+    # passes the scenarios of the entry's requirements, and its mutant before_<id> (the code
+    # before it) fails one of them, on every requirement the corpus expects
+    from adapters import started
+    from ptlrpc_conformance.harness.ost import scenario as scen
+    import independent_ost
+    scenarios = _scenarios_of(e["requirements"])
+    assert scenarios, e
+    charged = set()
+    for s in scenarios:
+        assert scen.run(s, started(independent_ost.testee()))[0] == [], s.id
+        problems = scen.run(s, started(getattr(independent_ost, recall.mutant_name(e["id"]))()))[0]
+        charged |= {r for p in problems for r in e["requirements"] if f": {r}: " in p}
+    assert charged == set(e["requirements"]), (e["id"], charged)
+
+
 def test_the_document_gives_the_figure_by_kind():
     rows = [dict(id="LU-1", fix="a" * 10, parent="b" * 10, kind="build", profile="lustre-2.15.8", what="w",
                  expected=["X"], charged=["X"], told_apart=True, caught=True, reason=None, cases={"c": ["X"]}),

@@ -25,6 +25,10 @@ class Connections:
             return self._reject(req, "EINVAL", None)
         if len(bufs) < 5:
             return self._reject(req, "EPROTO", None)
+        # target_handle_connect: connect data longer than 8 structures is refused (LU-12605);
+        # a shorter excess is ignored (RMF_CONNECT_DATA has no size check)
+        if len(bufs[4]) > self.connect_data_max:
+            return self._reject(req, "EPROTO", None)
         try:
             handle = self.structs.decode("lustre_handle", bufs[3], req.order)["fields"]["cookie"]
             ocd = self.structs.decode("obd_connect_data", bufs[4], req.order)["fields"]
