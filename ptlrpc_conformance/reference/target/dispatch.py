@@ -36,7 +36,9 @@ class Target(Connections, Recovery, Transactions, Objects):
         self.structs = StructCodec((self.config.struct_config or StructConfig()).but(report_valid=False))
         self.opcodes = _opcode_table()
         self.refuse_statuses = {-spec.errno_value(n) for n in spec.target()["reply_statuses"]}
-        # the longest obd_connect_data buffer a connect may carry (TGT-CONN-3)
+        # a UUID buffer's string fits an obd_uuid with its NUL (TGT-CONN-4); the longest
+        # obd_connect_data buffer a connect may carry (TGT-CONN-3)
+        self.uuid_size = layouts.struct("obd_uuid", self.config.release)["size"]
         self.connect_data_max = (spec.target()["connect_data_max_structs"]
                                  * layouts.struct("obd_connect_data", self.config.release)["size"])
         facts = releases.load(self.config.release)
