@@ -102,6 +102,14 @@ OPS = {C(name): {"name": name, "version": C(version), "has_body": has_body, "rec
            ("OST_SYNC", "LUSTRE_OST_VERSION", True, "queue"),
            ("OST_STATFS", "LUSTRE_OST_VERSION", False, "refuse"))}
 TARGET_UUID = "lustre-OST0000_UUID"           # docs/target-rules.md §1: the target's UUID
+UUID_CHARS = 40 - 1                           # a UUID string fits struct obd_uuid (40 bytes) with its NUL
+OCD_MAX = 8 * 192                             # the longest connect data taken: 8 obd_connect_data (LU-12605)
+
+
+def uuid_string(buffers: list[bytes], i: int) -> str | None:
+    """Buffer i as a UUID: its string up to the NUL, None when it has no NUL or is too long."""
+    end = buffers[i].find(b"\0") if len(buffers) > i else -1
+    return buffers[i][:end].decode("latin-1") if 0 <= end <= UUID_CHARS else None
 
 
 def errno(name: str) -> int:
@@ -257,13 +265,14 @@ COMMIT_POLICIES = ("newer3", "at-once", "at-restart", "random")
 
 class Target:
     def __init__(self, forget: bool = False, old_creates: bool = False, commit: str = "newer3",
-                 rng: random.Random | None = None, saved_replies: bool = False):
+                 rng: random.Random | None = None, saved_replies: bool = False, ocd_max: int | None = OCD_MAX):
         if commit not in COMMIT_POLICIES:
             raise ValueError(f"commit policy {commit!r}: not one of {', '.join(COMMIT_POLICIES)}")
         self.forget = forget
         self.old_creates = old_creates
         self.policy = commit
         self.saved_replies = saved_replies
+        self.ocd_max = ocd_max                      # None: connect data of any length is taken
         self.rng = rng if rng is not None else random.Random(0)
         self.reset()
 
@@ -494,9 +503,15 @@ class Target:
 
     # -- connections --------------------------------------------------------------------------------
     def connect(self, order, body, buffers, peer) -> bytes:
-        if len(buffers) < 5 or buffers[1].split(b"\0")[0].decode("latin-1") != TARGET_UUID:
-            return self.reject(order, body, "ENODEV" if len(buffers) >= 5 else "EPROTO")
-        uuid = buffers[2].split(b"\0")[0].decode("latin-1")
+        target, uuid = uuid_string(buffers, 1), uuid_string(buffers, 2)
+        if target is None:
+            return self.reject(order, body, "EINVAL")
+        if target != TARGET_UUID:
+            return self.reject(order, body, "ENODEV")
+        if uuid is None:
+            return self.reject(order, body, "EINVAL")
+        if len(buffers) < 5 or (self.ocd_max is not None and len(buffers[4]) > self.ocd_max):
+            return self.reject(order, body, "EPROTO")
         handle = struct.unpack_from(order + "Q", buffers[3])[0]
         ocd = get_fields(OCD, order, buffers[4])
         cnt = body["pb_conn_cnt"]
@@ -683,8 +698,9 @@ class Testee:
     policy; under "random", `seed` seeds the one generator of its commit points."""
 
     def __init__(self, forget: bool = False, old_creates: bool = False, commit: str = "newer3", seed: int = 0,
-                 saved_replies: bool = False):
+                 saved_replies: bool = False, ocd_max: int | None = OCD_MAX):
         self.forget = forget
+        self.ocd_max = ocd_max
         self.old_creates = old_creates
         self.commit = commit
         self.saved_replies = saved_replies
@@ -692,7 +708,7 @@ class Testee:
         self.target = self.new_target()
 
     def new_target(self) -> Target:
-        return Target(self.forget, self.old_creates, self.commit, self.rng, self.saved_replies)
+        return Target(self.forget, self.old_creates, self.commit, self.rng, self.saved_replies, self.ocd_max)
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
@@ -700,7 +716,8 @@ class Testee:
             return {"ok": True, "result": {"name": "independent OST" + (" (forgets)" if self.forget else "")
                                            + (" (creates without transnos)" if self.old_creates else "")
                                            + (f" (commits {self.commit})" if self.commit != "newer3" else "")
-                                           + (" (saved replies)" if self.saved_replies else ""),
+                                           + (" (saved replies)" if self.saved_replies else "")
+                                           + (" (any connect data)" if self.ocd_max is None else ""),
                                            "version": "1", "capabilities": ["target", "restart"], "protocol": 1}}
         if op == "exchange":
             return {"ok": True, "result": self.target.exchange(bytes.fromhex(request["data"]), request["xid"],
@@ -726,3 +743,10 @@ def forgetful():
 def old_creates():
     """Creates as before 2.16: no REPLAY_CREATE, local transactions that may be lost."""
     return Testee(old_creates=True)
+
+
+# -- Lustre's own bugs, as this target would have had them (tools/recall.py, kind: target) ------
+def before_lu_12605():
+    """target_handle_connect before LU-12605 (149f005a31; b2_12 backport d70c45a124): connect
+    data of any length is taken, its first obd_connect_data read and the rest ignored."""
+    return Testee(ocd_max=None)

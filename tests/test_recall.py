@@ -223,6 +223,40 @@ def test_a_target_entry_without_its_mutant_is_a_miss_naming_the_mutant(tmp_path)
     assert row["iuts"]["parent"] == "python:independent_ost:before_lu_1"
 
 
+def _scenarios_of(requirements):
+    from ptlrpc_conformance.harness.ost import scenario as scen
+    return [s for s in scen.load_all() if set(s.requirements) & set(requirements)]
+
+
+# target entries that can have no mutant: a resend while its original is still in progress
+# cannot be sent through the testee protocol (tools/recall_reasons.yaml says why)
+WITHOUT_MUTANT = {"LU-15190"}
+
+
+@pytest.mark.parametrize("e", [e for e in recall.load_corpus(recall.CORPUS) if e["kind"] == "target"],
+                         ids=lambda e: f"{e['id']}-{e['fix']}")
+def test_a_target_entrys_mutant_is_killed_by_its_requirements_scenarios(e):
+    # what tools/recall.py certifies, in process: the independent OST (the code after the fix)
+    # passes the scenarios of the entry's requirements, and its mutant before_<id> (the code
+    # before it) fails one of them, on every requirement the corpus expects
+    from adapters import started
+    from ptlrpc_conformance.harness.ost import scenario as scen
+    import independent_ost
+    name = recall.mutant_name(e["id"])
+    if e["id"] in WITHOUT_MUTANT:
+        assert not recall.has_mutant(name) and e["id"] in recall.load_reasons(recall.REASONS)
+        return
+    assert recall.has_mutant(name), f"tests/independent_ost.py has no {name}()"
+    scenarios = _scenarios_of(e["requirements"])
+    assert scenarios, e
+    charged = set()
+    for s in scenarios:
+        assert scen.run(s, started(independent_ost.testee()))[0] == [], s.id
+        problems = scen.run(s, started(getattr(independent_ost, name)()))[0]
+        charged |= {r for p in problems for r in e["requirements"] if f": {r}: " in p}
+    assert charged == set(e["requirements"]), (e["id"], charged)
+
+
 def test_the_document_gives_the_figure_by_kind():
     rows = [dict(id="LU-1", fix="a" * 10, parent="b" * 10, kind="build", profile="lustre-2.15.8", what="w",
                  expected=["X"], charged=["X"], told_apart=True, caught=True, reason=None, cases={"c": ["X"]}),

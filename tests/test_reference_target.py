@@ -1413,6 +1413,20 @@ def bug_no_ealready(t):
     return c.send("OST_CONNECT", c.connect_buffers(), conn_cnt=2).status == 0
 
 
+def bug_connect_data_any_size(t):
+    c = Client(t, "c1")
+    bufs = c.connect_buffers()
+    bufs[3] = bufs[3].ljust(8 * len(bufs[3]) + 8, b"\0")      # one word more than 8 obd_connect_data
+    return c.connect(bufs).status == 0
+
+
+def bug_uuid_any_length(t):
+    c = Client(t, "c1")
+    bufs = c.connect_buffers()
+    bufs[1] = c.uuid.ljust(40, "u").encode() + b"\0" * 8        # 40 characters: one over obd_uuid's 39
+    return c.connect(bufs).status == 0
+
+
 def bug_unknown_handle_served(t):
     return connected(t).send("OBD_PING", handle=12345).status == 0
 

@@ -278,6 +278,73 @@ def _(s):
     s.send("c1", c.request("OBD_PING"), err("ENOTCONN", "TGT-CONN-2", "disconnected"), "ping with the old cookie")
 
 
+def _connect_with(s, name, why, expect, replace: dict) -> int:
+    """A first connect attempt of client `name` whose buffers `replace` (index -> bytes) swaps
+    in (1 the target UUID, 2 the client UUID, 4 the connect data); the count grows by one."""
+    c = s.client(name)
+    c.conn_cnt += 1
+    bufs = c.connect_buffers()
+    for i, data in replace.items():
+        bufs[i - 1] = data
+    return s.send(name, c.request("OST_CONNECT", bufs, op_flags=C("MSG_CONNECT_INITIAL")), expect, why)
+
+
+def _string_buffer(text: str, terminated: bool = True) -> bytes:
+    """A string buffer: `text` and a NUL, zero-padded to a multiple of 8; not `terminated`:
+    `text` alone (a multiple of 8 long), with no NUL anywhere."""
+    raw = text.encode("latin-1")
+    if not terminated:
+        assert len(raw) % 8 == 0 and b"\0" not in raw, text
+        return raw
+    return (raw + b"\0").ljust(-(-(len(raw) + 1) // 8) * 8, b"\0")
+
+
+@scenario("target.conn.connect-data-size", "connect data up to 8 structures long is taken; longer is refused "
+          "ERR -EPROTO, and the client connects after it",
+          ["TGT-CONN-3"], ["RULES CONN-9", "ldlm_lib.c: target_handle_connect (LU-12605)"])
+def _(s):
+    most = _spec.target()["connect_data_max_structs"] * _spec.structs.size("obd_connect_data")
+    c1 = s.client("c1")
+    ocd = c1.connect_buffers()[3]
+    _connect_with(s, "c1", f"connect, {most}-byte connect data", reply(
+        0, requirement="TGT-CONN-3", handle="nonzero", op_flags_all=REPLAYABLE, op_flags_none=RECONNECT,
+        why=f"connect data of {most} bytes (8 structures): taken"), {4: ocd.ljust(most, b"\0")})
+    s.live.add("c1")
+    s.send("c1", c1.request("OBD_PING"), ok(why="ping on the export that connect made"), "ping")
+    _connect_with(s, "c2", f"connect, {most + 8}-byte connect data",
+                  err("EPROTO", "TGT-CONN-3", f"connect data of {most + 8} bytes (more than 8 structures)"),
+                  {4: ocd.ljust(most + 8, b"\0")})
+    s.send("c2", s.clients["c2"].connect(), reply(
+        0, requirement="TGT-CONN-3", handle="nonzero", op_flags_all=REPLAYABLE,
+        why="after the refusal, a connect with ordinary connect data is taken"), "connect, ordinary connect data")
+    s.live.add("c2")
+    s.send("c2", s.clients["c2"].request("OBD_PING"), ok(why="ping"), "ping")
+
+
+@scenario("target.conn.uuid-length", "a target or client UUID longer than 39 characters, or with no NUL in its "
+          "buffer, is refused ERR -EINVAL (the target UUID before the target is looked up)",
+          ["TGT-CONN-4"], ["RULES CONN-9", "ldlm_lib.c: target_handle_connect",
+                           "layout.c: RMF_TGTUUID, RMF_CLUUID", "pack_generic.c: lustre_msg_string"])
+def _(s):
+    longest = _spec.structs.size("obd_uuid") - 1
+    tgt = _spec.target()["target_uuid"]
+    too_long = (tgt + "-" * longest)[:longest + 1]
+    for name, text, terminated, why in [
+            ("c1", too_long, True, f"a target UUID of {len(too_long)} characters"),
+            ("c2", too_long, False, f"a target UUID filling its {len(too_long)}-byte buffer, no NUL")]:
+        _connect_with(s, name, f"connect, {why}", err("EINVAL", "TGT-CONN-4", why + ": before the target lookup"),
+                      {1: _string_buffer(text, terminated)})
+    for name, terminated, why in [("c3", True, f"a client UUID of {longest + 1} characters"),
+                                  ("c4", False, f"a client UUID filling its {longest + 1}-byte buffer, no NUL")]:
+        _connect_with(s, name, f"connect, {why}", err("EINVAL", "TGT-CONN-4", why),
+                      {2: _string_buffer(f"conformance-client-{name}-".ljust(longest + 1, "u"), terminated)})
+    c5 = s.client("c5", uuid="conformance-client-c5-".ljust(longest, "u"))
+    _connect_with(s, "c5", f"connect, a client UUID of {longest} characters", reply(
+        0, requirement="TGT-CONN-4", handle="nonzero", op_flags_all=REPLAYABLE, op_flags_none=RECONNECT,
+        why=f"a client UUID of {longest} characters: the longest there is"), {})
+    s.live.add("c5")
+    s.send("c5", c5.request("OBD_PING"), ok(why="ping"), "ping")
+
 # ---- drops and early rejections -----------------------------------------------------------------
 
 @scenario("target.drop.malformed", "undecodable requests, pb_type REPLY and an AT request with pb_timeout 0 get no reply",

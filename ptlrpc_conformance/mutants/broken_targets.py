@@ -231,6 +231,23 @@ class NoEalready(Target):
         return False
 
 
+class ConnectDataAnySize(Target):
+    """Connect data of any length is taken (Lustre before LU-12605)."""
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.connect_data_max = 1 << 62
+
+
+class UuidAnyLength(Target):
+    """A connect's UUID is read up to its first NUL whatever its length, so an over-long
+    target UUID is -ENODEV and an over-long client UUID makes an export."""
+
+    def _uuid(self, bufs, i):
+        end = bufs[i].find(b"\0") if len(bufs) > i else -1
+        return bufs[i][:end].decode("latin-1") if end >= 0 else None
+
+
 class AnonymousExport(Export):
     """The export a request naming no export is served on (UnknownHandleServed)."""
 

@@ -5,7 +5,7 @@ its handler, and its reply packed."""
 from __future__ import annotations
 
 from ... import spec
-from ...spec import releases
+from ...spec import layouts, releases
 from ..codec import Codec, CodecError
 from ..structs import StructCodec, StructConfig
 from ..target_config import TargetConfig
@@ -36,6 +36,11 @@ class Target(Connections, Recovery, Transactions, Objects):
         self.structs = StructCodec((self.config.struct_config or StructConfig()).but(report_valid=False))
         self.opcodes = _opcode_table()
         self.refuse_statuses = {-spec.errno_value(n) for n in spec.target()["reply_statuses"]}
+        # a UUID buffer's string fits an obd_uuid with its NUL (TGT-CONN-4); the longest
+        # obd_connect_data buffer a connect may carry (TGT-CONN-3)
+        self.uuid_size = layouts.struct("obd_uuid", self.config.release)["size"]
+        self.connect_data_max = (spec.target()["connect_data_max_structs"]
+                                 * layouts.struct("obd_connect_data", self.config.release)["size"])
         facts = releases.load(self.config.release)
         self.behaviour = {name: bool(row["value"]) for name, row in facts["behaviour"].items()}
         self.ost_supported2 = facts["connect"]["ost_supported2"]["value"]

@@ -15,15 +15,20 @@ class Connections:
     def _connect(self, req: Request, found: Export | None) -> bytes | None:
         cfg = self.config
         bufs = req.buffers
-        if len(bufs) < 2 or b"\0" not in bufs[1][:40]:
+        target, uuid = self._uuid(bufs, 1), self._uuid(bufs, 2)
+        if target is None:
             return self._reject(req, "EINVAL", None)
         # ldlm_lib.c: target_handle_connect finds the target with class_str2obd, which takes
         # its UUID or its device name (lustre-OST0000_UUID or lustre-OST0000)
-        if bufs[1].split(b"\0", 1)[0].decode("latin-1") not in (cfg.target_uuid, cfg.target_uuid.removesuffix("_UUID")):
+        if target not in (cfg.target_uuid, cfg.target_uuid.removesuffix("_UUID")):
             return self._reject(req, "ENODEV", None)
-        if len(bufs) < 3 or b"\0" not in bufs[2][:40] or not bufs[2].split(b"\0", 1)[0]:
+        if not uuid:
             return self._reject(req, "EINVAL", None)
         if len(bufs) < 5:
+            return self._reject(req, "EPROTO", None)
+        # target_handle_connect: connect data longer than 8 structures is refused (LU-12605);
+        # a shorter excess is ignored (RMF_CONNECT_DATA has no size check)
+        if len(bufs[4]) > self.connect_data_max:
             return self._reject(req, "EPROTO", None)
         try:
             handle = self.structs.decode("lustre_handle", bufs[3], req.order)["fields"]["cookie"]
@@ -32,7 +37,6 @@ class Connections:
             return self._reject(req, "EPROTO", None)
         if not ocd["ocd_connect_flags"] & OBD_CONNECT_FULL20:
             return self._reject(req, "EPROTO", None)
-        uuid = bufs[2].split(b"\0", 1)[0].decode("latin-1")
         conn_cnt = req.body["pb_conn_cnt"]
         exp = self.exports.get(uuid)
         # target_handle_connect says MSG_CONNECT_REPLAYABLE only while OBDF_REPLAYABLE is set
@@ -84,6 +88,13 @@ class Connections:
             self._advance()          # the reply goes out first; a reconnect may let recovery run
         return reply
 
+
+    def _uuid(self, bufs: tuple, i: int) -> str | None:
+        """Buffer i of a connect as a UUID (RMF_TGTUUID, RMF_CLUUID: a string of at most
+        sizeof(struct obd_uuid) - 1 characters, lustre_msg_string), or None: the buffer is
+        missing, holds no NUL or a longer string (TGT-CONN-4)."""
+        end = bufs[i].find(b"\0") if len(bufs) > i else -1
+        return bufs[i][:end].decode("latin-1") if 0 <= end < self.uuid_size else None
 
     def _busy_during_recovery(self) -> bool:
         """A new client while recovery runs is refused -EBUSY (target_handle_connect)."""
