@@ -365,3 +365,28 @@ def cksum_and_slv_32_bits():
     from ptlrpc_conformance.reference import codec
     return _decode_only_mutant(cksum=_crc_without_final_xor, decode_checks=_checks(
         wrap={codec.unpack_body: mc.then(codec.unpack_body, mc.narrow("pb_slv", 32))}))()
+
+
+class SwapLayoutsFrom:
+    """The reference, except that it decodes an mdc_swap_layouts from `minimum` bytes up (the
+    first 8 are msl_flags), as a 2.17.57 receiver takes one (RMF_F_MINIMUM_SIZE): with 8 it is
+    Lustre-like; with 7 it takes a structure too short for its msl_flags."""
+
+    def __init__(self, minimum: int):
+        self.minimum = minimum
+        self.inner = make_testee(name=f"mdc_swap_layouts from {minimum} bytes")
+
+    def handle(self, request):
+        data = bytes.fromhex(request.get("data") or "") if request.get("op") == "decode_struct" else b""
+        if request.get("type") == "mdc_swap_layouts" and self.minimum <= len(data) < 24:
+            flags = int.from_bytes(data[:8].ljust(8, b"\0"), "little")
+            return {"ok": True, "result": {"type": "mdc_swap_layouts", "fields": {"msl_flags": flags}}}
+        return self.inner.handle(request)
+
+
+def swap_layouts_from_8():
+    return SwapLayoutsFrom(8)
+
+
+def swap_layouts_from_7():
+    return SwapLayoutsFrom(7)

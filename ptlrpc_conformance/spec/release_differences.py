@@ -26,7 +26,7 @@ LU_RE = re.compile(r"^LU-[0-9]+$")
 COMMIT_RE = re.compile(r"^[0-9a-f]{40}$")
 RELEASE_RE = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+$")
 KEYS = {"id", "from", "to", "lu", "commit", "what", "requirements", "cases", "effect", "kind", "cite"}
-OPTIONAL_KEYS = {"since", "also", "fields"}
+OPTIONAL_KEYS = {"since", "also", "fields", "minimum_sizes"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,9 @@ class Difference:
     cite: tuple[str, ...]
     since: str | None = None
     also: tuple[tuple[str, str], ...] = ()
+    # structures the receiver accepts shorter than their size from this difference's `to`
+    # release on (layout.c RMF_F_MINIMUM_SIZE): name -> the fewest bytes it accepts
+    minimum_sizes: tuple[tuple[str, int], ...] = ()
 
 
 class ReleaseDifferencesError(ValueError):
@@ -134,6 +137,10 @@ def validate(data: dict, requirement_ids: set[str] | None = None) -> list[str]:
         if "fields" in d and not (isinstance(d["fields"], list) and d["fields"] and all(
                 isinstance(x, str) and re.fullmatch(r"(header|body)\.[a-z_0-9]+", x) for x in d["fields"])):
             problems.append(f"{where}: fields must be a list of decoded fields like body.pb_uid")
+        if "minimum_sizes" in d and not (isinstance(d["minimum_sizes"], dict) and d["minimum_sizes"] and all(
+                isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v > 0
+                for k, v in d["minimum_sizes"].items())):
+            problems.append(f"{where}: minimum_sizes must map structure names to a positive byte count")
         if requirement_ids is not None:
             for req in d.get("requirements") or []:
                 if req not in requirement_ids:
@@ -175,8 +182,22 @@ def differences() -> tuple[Difference, ...]:
     return tuple(Difference(d["id"], d["from"], d["to"], d["lu"], d["commit"], d["what"].strip(),
                             tuple(d["requirements"]), tuple(d["cases"]), d["effect"].strip(), d["kind"],
                             tuple(d["cite"]), d.get("since"),
-                            tuple((x["lu"], x["commit"]) for x in d.get("also") or ()))
+                            tuple((x["lu"], x["commit"]) for x in d.get("also") or ()),
+                            tuple(sorted((d.get("minimum_sizes") or {}).items())))
                  for d in load()["differences"])
+
+
+def minimum_size(struct: str, release: str) -> int | None:
+    """The fewest bytes of `struct` a receiver of `release` accepts when that is fewer than its
+    size (a difference's `minimum_sizes`, from its `to` release on); None: the whole size."""
+    order = {n: i for i, n in enumerate(releases())}
+    if release not in order:
+        return None
+    found = None
+    for d in differences():
+        if order[d.to_release] <= order[release]:
+            found = dict(d.minimum_sizes).get(struct, found)
+    return found
 
 
 def between(a: str, b: str) -> list[Difference]:
