@@ -153,7 +153,11 @@ def refusal(data: bytes, mode: str, *, target_uuid: str, client_prefix: str, ind
 
 def _connect_refusal(p: Parsed, target_uuid: str, client_prefix: str, index: int | None) -> str | None:
     target, client = (uuid_of(p.buffer(CONNECT_BUFFERS[k])) for k in ("target", "client"))
-    if target != target_uuid:
+    raw_target = p.buffer(CONNECT_BUFFERS["target"]) or b""
+    # a target UUID left unterminated on purpose (TGT-CONN-4) that begins with the live target's
+    # name: target_handle_connect refuses it -EINVAL before it looks any target up
+    unterminated = len(raw_target) >= UUID_SIZE and 0 not in raw_target[:UUID_SIZE]
+    if target != target_uuid and not (unterminated and target.startswith(target_uuid)):
         return f"OST_CONNECT to target {target!r}, not {target_uuid!r}"
     if client is None or not client.startswith(client_prefix):
         return f"OST_CONNECT with client UUID {client!r}, outside this run's prefix {client_prefix!r}"
@@ -184,7 +188,13 @@ def with_uuids(data: bytes, target_uuid: str, client_uuid: str) -> bytes:
         if i < len(p.spans) and p.spans[i][1] >= UUID_SIZE:
             at = p.spans[i][0]
             raw = value.encode("latin-1")[:UUID_SIZE - 1]
-            out[at:at + UUID_SIZE] = raw + bytes(UUID_SIZE - len(raw))
+            sent = bytes(out[at:at + UUID_SIZE])
+            if 0 not in sent:
+                # a UUID the case makes unterminated or over-long on purpose (TGT-CONN-4) stays so:
+                # the name is written over its start, its other bytes kept
+                out[at:at + len(raw)] = raw
+            else:
+                out[at:at + UUID_SIZE] = raw + bytes(UUID_SIZE - len(raw))
     return bytes(out)
 
 
