@@ -388,5 +388,35 @@ def swap_layouts_from_8():
     return SwapLayoutsFrom(8)
 
 
+class TakesShort:
+    """The reference, except that it decodes structure `struct` from any number of bytes under
+    its size, as if the missing tail were zeros: Lustre's receivers take obd_connect_data and
+    ldlm_request so (RMF_F_NO_SIZE_CHECK); ost_body's field has a size check."""
+
+    def __init__(self, struct: str):
+        from ptlrpc_conformance.spec import structs
+        self.struct, self.size = struct, structs.size(struct)
+        self.inner = make_testee(name=f"{struct} at any length")
+
+    def handle(self, request):
+        if request.get("op") == "decode_struct" and request.get("type") == self.struct:
+            data = bytes.fromhex(request.get("data") or "")
+            if len(data) < self.size:
+                request = dict(request, data=data.ljust(self.size, b"\0").hex())
+        return self.inner.handle(request)
+
+
+def connect_data_any_length():
+    return TakesShort("obd_connect_data")
+
+
+def ldlm_request_any_length():
+    return TakesShort("ldlm_request")
+
+
+def ost_body_any_length():
+    return TakesShort("ost_body")
+
+
 def swap_layouts_from_7():
     return SwapLayoutsFrom(7)

@@ -244,3 +244,25 @@ def test_a_2_17_57_receiver_may_take_mdc_swap_layouts_from_8_bytes(run_cli, iut,
     from ptlrpc_conformance.spec import release_differences
     assert release_differences.minimum_size("mdc_swap_layouts", "2.17.57") == 8
     assert release_differences.minimum_size("mdc_swap_layouts", "2.17.0") is None
+
+
+@pytest.mark.parametrize("iut, case_id, verdict", [
+    ("connect_data_any_length", "structs.obd-connect-data.all-fields-le.cut.decode", "pass"),
+    ("connect_data_any_length", "structs.obd-connect-data.truncated.decode", "pass"),
+    ("ldlm_request_any_length", "structs.generated.ldlm-request.cut.decode", "pass"),
+    ("ost_body_any_length", "structs.ost-body.all-fields-le.cut.decode", "fail")])
+def test_a_structure_a_lustre_receiver_takes_at_any_length_may_be_taken_cut(run_cli, iut, case_id, verdict):
+    """layout.c marks RMF_CONNECT_DATA and RMF_DLM_REQ RMF_F_NO_SIZE_CHECK and their handlers
+    (target_handle_connect, ldlm_handle_enqueue) set no lower bound: a decoder that takes a cut
+    obd_connect_data or ldlm_request passes, in every release; ost_body's field is size-checked,
+    and a decoder that takes a cut one fails, charged to STRUCT-TRUNC-1."""
+    for profile in ("lustre-2.17.57", "lustre-2.12.9"):
+        run = run_cli("certify", "--iut", f"python:iuts:{iut}", "--case", case_id, "--profile", profile, "-q")
+        assert run.rc in (0, 1), run.stderr
+        cases = {c["id"]: c for c in run.report["cases"]}
+        assert cases[case_id]["verdict"] == verdict, cases[case_id]
+        if verdict == "fail":
+            assert "STRUCT-TRUNC-1" in cases[case_id]["requirements"]
+    from ptlrpc_conformance.spec import release_differences
+    assert release_differences.minimum_size("obd_connect_data", "2.15.8") == 0
+    assert release_differences.minimum_size("ost_body", "2.15.8") is None

@@ -116,6 +116,13 @@ def text() -> str:
     for r in data["releases"]:
         out.append(f"\n### {r['release']} (`{r['tag']}`)\n\n")
         out.append(f"**Read:** {r['read'].strip()}\n\n**For the target rules:** {r['target_note'].strip()}\n")
+    if data.get("taken_short"):
+        out.append("\n## Structures taken shorter than their size\n\nIn every release read, a receiver takes "
+                   "these structures from fewer bytes than their size; a cut from the minimum up may be accepted "
+                   "or refused (STRUCT-TRUNC-1).\n")
+        for t in data["taken_short"]:
+            cites = "; ".join(t["cite"])
+            out.append(f"\n- **`{t['struct']}`, from {t['minimum']} bytes.** {t['why'].strip()} ({cites})\n")
     if data.get("notes"):
         out.append("\n## Noted while reading the trees\n\nNot differences between the releases: places where "
                    "the suite's own tables disagree with the code of every release.\n")

@@ -9,6 +9,8 @@ practice.  docs/releases.md is generated from the same file (tools/gen_releases_
     between(a, b)               the differences that separate release a from release b (any
                                 two releases, in either order)
     for_requirement(req_id)     the differences that touch a requirement
+    taken_short()               the structures every release's receiver takes shorter than their size
+    minimum_size(struct, rel)   the fewest bytes of a structure a receiver of `rel` takes
 """
 from __future__ import annotations
 
@@ -80,13 +82,28 @@ def validate(data: dict, requirement_ids: set[str] | None = None) -> list[str]:
         problems.append("a release is listed twice")
     if not isinstance(data.get("unchanged"), str) or not data["unchanged"].strip():
         problems.append("unchanged (what was checked and found the same) is missing")
-    unknown_top = data.keys() - {"format", "releases", "unchanged", "differences", "notes"}
+    unknown_top = data.keys() - {"format", "releases", "unchanged", "differences", "notes", "taken_short"}
     if unknown_top:
         problems.append(f"unknown top-level keys {sorted(unknown_top)}")
     for i, n in enumerate(data.get("notes") or []):
         if not (isinstance(n, dict) and isinstance(n.get("title"), str) and n["title"].strip()
                 and isinstance(n.get("text"), str) and n["text"].strip()):
             problems.append(f"notes[{i}] needs a title and a text")
+    short_seen: set[str] = set()
+    for i, t in enumerate(data.get("taken_short") or []):
+        if not isinstance(t, dict) or set(t) != {"struct", "minimum", "why", "cite"}:
+            problems.append(f"taken_short[{i}] needs exactly struct, minimum, why and cite")
+            continue
+        where = f"taken_short {t['struct']!r}"
+        if not isinstance(t["struct"], str) or t["struct"] in short_seen:
+            problems.append(f"{where}: struct must be a structure name, listed once")
+        short_seen.add(str(t["struct"]))
+        if not isinstance(t["minimum"], int) or isinstance(t["minimum"], bool) or t["minimum"] < 0:
+            problems.append(f"{where}: minimum must be a byte count (0 or more)")
+        if not isinstance(t["why"], str) or not t["why"].strip():
+            problems.append(f"{where}: why is missing or empty")
+        if not (isinstance(t["cite"], list) and t["cite"] and all(isinstance(x, str) and x for x in t["cite"])):
+            problems.append(f"{where}: cite must name the Lustre functions")
     order = {n: i for i, n in enumerate(names)}
     seen: set[str] = set()
     for i, d in enumerate(data.get("differences") or []):
@@ -187,12 +204,22 @@ def differences() -> tuple[Difference, ...]:
                  for d in load()["differences"])
 
 
+def taken_short() -> dict[str, dict]:
+    """{structure: its taken_short entry}: the structures a receiver of every release read takes
+    from fewer bytes than their size (a field marked RMF_F_NO_SIZE_CHECK that a handler reads
+    with no lower bound)."""
+    return {t["struct"]: t for t in load().get("taken_short") or ()}
+
+
 def minimum_size(struct: str, release: str) -> int | None:
     """The fewest bytes of `struct` a receiver of `release` accepts when that is fewer than its
-    size (a difference's `minimum_sizes`, from its `to` release on); None: the whole size."""
+    size (taken_short, for every release; else a difference's `minimum_sizes`, from its `to`
+    release on); None: the whole size."""
     order = {n: i for i, n in enumerate(releases())}
     if release not in order:
         return None
+    if struct in taken_short():
+        return taken_short()[struct]["minimum"]
     found = None
     for d in differences():
         if order[d.to_release] <= order[release]:

@@ -93,10 +93,12 @@ def _cut_cases(config):
             continue
         size = S.size(v.struct, None if release.struct_differs(v.struct, rel) else rel)
         # a release whose receiver takes the structure from fewer bytes (release_differences.yaml
-        # minimum_sizes): a cut at or above that minimum may be accepted or refused, and the cuts
-        # on either side of it are sent too
-        minimum = _minimum(v.struct, rel) or size
-        cuts = sorted(({0, size // 2, size - 1} | ({minimum - 1, minimum} if minimum < size else set())) - {size})
+        # taken_short and minimum_sizes): a cut at or above that minimum may be accepted or
+        # refused, and the cuts on either side of it are sent too
+        taken = _minimum(v.struct, rel)
+        minimum = size if taken is None else taken
+        edge = {minimum - 1, minimum} if minimum < size else set()
+        cuts = sorted(k for k in {0, size // 2, size - 1} | edge if 0 <= k < size)
         variants = tuple(Vector(id=f"{v.id}.cut-{k}", title=f"the first {k} of {size} bytes of {v.struct}",
                                 requirements=("STRUCT-TRUNC-1",), cite=("RULES PAD-3",),
                                 verdict="invalid" if k < minimum else "acceptable",
