@@ -95,6 +95,42 @@ def test_an_empty_vector_file_is_an_error(run_cli, tmp_path, content, text):
     assert lint.rc == 2 and text in lint.stdout
 
 
+MALFORMED_SCENARIOS = [
+    ({"steps": 3}, "'steps' must be a list of steps"),
+    ({"requirements": "TGT-DROP-1"}, "'requirements' must be a list of strings"),
+    ({"steps": [{"op": ["exchange"]}]}, "step 1: op ['exchange'] is not one of"),
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect_any": None, "expect": 1}]},
+     "step 1: 'expect' must be a mapping"),
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect": {"type": ["ERR"]}}]},
+     "step 1: expect.type must be REPLY or ERR"),
+]
+
+
+@pytest.mark.parametrize("change, text", MALFORMED_SCENARIOS)
+def test_a_malformed_scenario_is_refused_where_it_is(tmp_path, change, text):
+    """A scenario file of the wrong shape is a list of problems, each naming the file, the
+    scenario and the step (a bare TypeError traceback before)."""
+    import yaml
+    from ptlrpc_conformance.harness.data.vectors import VectorError
+    from ptlrpc_conformance.harness.ost import scenario_file
+    scenario = dict({"id": "mine.bad", "title": "t", "requirements": ["TGT-DROP-1"], "cite": ["x"],
+                     "steps": [{"op": "restart"}]}, **change)
+    f = tmp_path / "mine.yaml"
+    f.write_text(yaml.safe_dump({"format": scenario_file.SCENARIO_FORMAT, "scenarios": [scenario]}))
+    with pytest.raises(VectorError) as e:
+        scenario_file.load_all([str(f)])
+    assert any(p.startswith(f"{f}: mine.bad: ") and text in p for p in e.value.problems), e.value.problems
+
+
+def test_a_malformed_scenario_file_is_a_usage_error(run_cli, tmp_path):
+    import yaml
+    from ptlrpc_conformance.harness.ost import scenario_file
+    f = tmp_path / "mine.yaml"
+    f.write_text(yaml.safe_dump({"format": scenario_file.SCENARIO_FORMAT, "scenarios": [
+        {"id": "mine.bad", "title": "t", "requirements": ["TGT-DROP-1"], "cite": ["x"], "steps": 3}]}))
+    refused(run_cli("--area", "target", "--vectors", str(f)), f"{f}: mine.bad: 'steps' must be a list of steps")
+
+
 def test_a_vector_directory_without_vector_files_is_an_error(run_cli, tmp_path):
     (tmp_path / "none").mkdir()
     refused(run_cli("--vectors", str(tmp_path / "none")), "nothing to check: no .yaml or .yml vector file")

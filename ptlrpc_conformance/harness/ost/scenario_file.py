@@ -150,7 +150,8 @@ def _check_expect_dict(d: dict, where: str, problems: list[str], allow: set) -> 
     for key in ("fields", "fields_if_valid"):
         if key in d and not isinstance(d[key], dict):
             problems.append(f"{where}: expect.{key} must be a mapping")
-    return not bad
+    return not bad and d.get("type") in (None, "REPLY", "ERR") and d.get("transno", "any") in ("zero", "nonzero", "any") \
+        and all(isinstance(d[k], dict) for k in ("fields", "fields_if_valid") if k in d)
 
 
 def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
@@ -161,7 +162,7 @@ def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
     if unknown:
         problems.append(f"{where}: unknown key(s) {sorted(unknown)}")
     op = raw.get("op", "exchange")
-    if op not in OPS:
+    if not isinstance(op, str) or op not in OPS:
         problems.append(f"{where}: op {op!r} is not one of {list(OPS)}")
         return None
     if op != "exchange":
@@ -200,12 +201,12 @@ def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
         if rest and ok:
             try:
                 expect = Expect.from_yaml(rest)
-            except (KeyError, TypeError, ValueError) as e:
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
                 problems.append(f"{where}: bad expect: {e}")
     expect_any = None
     if "expect_any" in raw:
         items = raw["expect_any"]
-        if "expect" in raw and {k for k in (raw.get("expect") or {}) if k != "same_as"}:
+        if isinstance(raw.get("expect"), dict) and {k for k in raw["expect"] if k != "same_as"}:
             problems.append(f"{where}: 'expect' and 'expect_any' exclude each other (put every outcome in expect_any)")
         if not isinstance(items, list) or len(items) < 2:
             problems.append(f"{where}: 'expect_any' must list at least two outcomes")
@@ -221,7 +222,7 @@ def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
             if good:
                 try:
                     expect_any = AnyOf.from_yaml(items)
-                except (KeyError, TypeError, ValueError) as e:
+                except (KeyError, TypeError, ValueError, AttributeError) as e:
                     problems.append(f"{where}: bad expect_any: {e}")
     conditions = _conditions(raw, where, problems)
     return Step(op="exchange", client=client or "", xid=xid if _int(xid) else 0, request=request,
@@ -330,10 +331,24 @@ def load_text(name: str, text: str, problems: list[str], yaml_problems: bool = T
         for key in ("title", "requirements", "cite", "steps"):
             if not raw.get(key):
                 problems.append(f"{where}: '{key}' is missing")
+        if raw.get("title") and not isinstance(raw["title"], str):
+            problems.append(f"{where}: 'title' must be a string")
+        for key in ("requirements", "cite", "needs"):
+            if raw.get(key) and not (isinstance(raw[key], list) and all(isinstance(x, str) and x for x in raw[key])):
+                problems.append(f"{where}: '{key}' must be a list of strings")
+                raw = dict(raw, **{key: None})
+        if raw.get("steps") and not isinstance(raw["steps"], list):
+            problems.append(f"{where}: 'steps' must be a list of steps")
+            raw = dict(raw, steps=None)
         steps = []
         by_no: dict[int, Step] = {}
         for j, s in enumerate(raw.get("steps") or [], 1):
-            st = _parse_step(s, f"{where}: step {j}", problems)
+            try:
+                st = _parse_step(s, f"{where}: step {j}", problems)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                # a shape no check above foresaw: still the file's problem, named by its step
+                problems.append(f"{where}: step {j}: not a step this format reads ({type(e).__name__}: {e})")
+                continue
             if st is None:
                 continue
             by_no[j] = st
