@@ -5,6 +5,8 @@ import json
 import sys
 import textwrap
 
+import pytest
+
 from ptlrpc_conformance.harness.outputs import report as report_module
 from ptlrpc_conformance.harness.outputs import level as rule
 
@@ -105,6 +107,37 @@ def test_a_bug_in_the_suite_is_the_suites_not_the_iuts(pytester):
     assert rep["summary"][report_module.SUITE_ERROR] == 1
     assert all(e["verdict"] not in ("fail", "error") for e in rep["requirements"].values())
     assert "bug in ptlrpc-conformance" in result.stdout.str()
+
+
+BROKEN_COLLECTION = """
+def pytest_generate_tests(metafunc):
+    if metafunc.function.__name__ == "test_struct_decode":
+        raise RuntimeError("planted parametrization bug")
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_suite_module_that_does_not_collect_is_the_suites_bug(run_cli, tmp_path, workers):
+    """A suite module whose collection breaks ends the run as a bug of the suite (exit 6, the
+    report incomplete and naming the module and the error), not as an interruption (exit 1)."""
+    (tmp_path / "planted_collection_bug.py").write_text(BROKEN_COLLECTION)
+    out = tmp_path / "o"
+    run = run_cli("certify", "--area", "structs", *workers, "-q", "--out", str(out), "--",
+                  "-p", "planted_collection_bug", out=False)
+    assert run.rc == 6, run.stdout[-2000:] + run.stderr[-2000:]
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["exit_status"] == 6 and rep["incomplete"]
+    assert "planted parametrization bug" in rep["incomplete_reason"] and "bug in ptlrpc-conformance" in \
+        rep["incomplete_reason"]
+    assert [e["where"] for e in rep["collection_errors"]] == ["test_structs.py"]
+    assert "exit status: 6" in run.stdout
+
+
+def test_a_users_module_that_does_not_collect_keeps_pytests_status(pytester):
+    pytester.makepyfile(test_mine="raise ImportError('my own module is broken')\n")
+    path = pytester.path / "r.json"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--conformance-report", str(path))
+    assert result.ret == 2, result.stdout.str()
 
 
 def test_a_users_own_case_keeps_pytests_verdict(pytester):

@@ -69,9 +69,13 @@ def certify(iut: str, out: str, env=None, extra=()) -> dict:
     # exit 0: every case passed; 1: cases failed (a certification of real code usually has some)
     run(COMMAND + ["certify", "--iut", iut, "--out", out, *extra], env=env, ok=(0, 1))
     try:
-        return json.loads(pathlib.Path(out, "report.json").read_text())
+        report = json.loads(pathlib.Path(out, "report.json").read_text())
     except (OSError, ValueError) as e:
         raise SystemExit(f"certify_real: {out}/report.json: cannot read: {e}") from None
+    if report.get("incomplete"):     # exit 1 is also a run that stopped early: never published
+        raise SystemExit(f"certify_real: {out}/report.json: the run is incomplete "
+                         f"({report.get('incomplete_reason') or 'interrupted'}); no document written")
+    return report
 
 
 def document(out: str, notes: str, name: str) -> pathlib.Path:

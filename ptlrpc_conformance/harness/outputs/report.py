@@ -38,6 +38,17 @@ def _props(report) -> dict:
     return {k: v for k, v in getattr(report, "user_properties", ())}
 
 
+def _is_suite_module(config, nodeid: str) -> bool:
+    """Whether a collected node id is in one of the suite's own modules (ptlrpc_conformance/
+    suites/): a collection error there is the suite's; one in a user's own test module (the
+    plugin in another repository) is left to pytest."""
+    if not nodeid:
+        return False
+    suites = pathlib.Path(__file__).resolve().parents[2] / "suites"
+    path = (config.rootpath / nodeid.split("::")[0]).resolve()
+    return path == suites or suites in path.parents
+
+
 class Collector:
     """Registered on the controller; sees every case's report, xdist workers' included."""
 
@@ -46,12 +57,25 @@ class Collector:
         self.cases: dict[str, dict] = {}
         self.expected: set[str] = set()      # the node ids of the run's selected tests
         self.finished: set[str] = set()      # those whose teardown reported: they ran to the end
+        self.collection_errors: list[dict] = []   # {where, error}: a module or parametrization that broke
         self.started = time.time()
         self.started_iso = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
     # pytest hooks ----------------------------------------------------------------------
     def pytest_collection_finish(self, session):
         self.expected.update(item.nodeid for item in session.items)
+
+    def pytest_collectreport(self, report):
+        """A collection that broke (a suite module that does not import, a parametrization that
+        raised): the suite's own fault, or a plugin's the run loaded, never the IUT's.  Usage
+        errors (a bad option, a bad input file) are raised before this and are not seen here."""
+        if report.failed and _is_suite_module(self.config, report.nodeid):
+            text = str(getattr(report, "longreprtext", "") or report.longrepr or "").strip()
+            last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
+            last = last[1:].strip() if last.startswith("E ") else last      # pytest's error-line mark
+            entry = {"where": report.nodeid, "error": last[:300], "text": text[-4000:]}
+            if not any((e["where"], e["error"]) == (entry["where"], entry["error"]) for e in self.collection_errors):
+                self.collection_errors.append(entry)     # xdist: each worker reports the same error
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node, ids):
@@ -108,7 +132,9 @@ class Collector:
             return                   # nothing ran: the usage error is the whole answer
         path = self.config.getoption("conformance_report")
         report = self.build(session, int(exitstatus))
-        if report["summary"].get(SUITE_ERROR):
+        if self.collection_errors:
+            report["collection_errors"] = self.collection_errors
+        if report["summary"].get(SUITE_ERROR) or self.collection_errors:
             session.exitstatus = EXIT_SUITE      # the suite's own bug: no verdict of the run stands
             report["exit_status"] = EXIT_SUITE
         elif session.exitstatus == pytest.ExitCode.TESTS_FAILED and self._warnings_only(report):
@@ -223,6 +249,11 @@ class Collector:
         reason = None
         if start_failure:
             reason = f"the IUT could not start: {start_failure}"
+        elif self.collection_errors:
+            first = self.collection_errors[0]
+            incomplete = True
+            reason = (f"the suite's cases could not be collected ({first['where']}: {first['error']}; "
+                      f"{len(self.collection_errors)} collection error(s)): {SUITE_ERROR_WORDS}")
         elif incomplete:
             reason = stop_reason(session, exitstatus) or \
                 f"interrupted: {unfinished} of the {len(self.expected)} selected tests did not finish"
