@@ -327,3 +327,28 @@ def test_an_unknown_capability_is_named_with_the_closest_known_one(run_cli, tmp_
     result = pytester.runpytest_subprocess("--pyargs", "ptlrpc_conformance.suites.test_protocol", "-p",
                                            "no:cacheprovider", "--iut", "python:misspelt:Misspelt")
     assert "declares capability 'decod'" in result.stdout.str()
+
+
+def test_the_case_ids_a_selection_is_checked_against_are_kept_only_for_what_determines_them(tmp_path, monkeypatch):
+    """certify checks --case and --area against the collected case ids; those are kept in the
+    run cache under a key of what they depend on besides the package (cli/certify.py
+    _collection_key): the profile, pytest's arguments and the user's vector files by content.
+    A plugin from outside the package could add cases, so it is never cached."""
+    import argparse
+    from ptlrpc_conformance.cli.certify import _collection_key
+    monkeypatch.delenv("PYTEST_PLUGINS", raising=False)
+    f = tmp_path / "mine.yaml"
+    f.write_text("format: ptlrpc-conformance-vectors/1\nvectors: []\n")
+
+    def key(pytest_args=(), vectors=(), profile=None):
+        return _collection_key(argparse.Namespace(pytest_args=list(pytest_args), vectors=list(vectors),
+                                                  profile=profile))
+    assert key() is not None and key() == key()
+    assert key(["-p", "ptlrpc_conformance.harness.tools.noshrink"]) not in (None, key())
+    assert key(profile="lustre-2.15.8") != key()
+    assert key(["-p", "my_plugin"]) is None and key(["-pmy_plugin"]) is None
+    before = key(vectors=[str(f)])
+    f.write_text("format: ptlrpc-conformance-vectors/1\narea: mine\nvectors: []\n")
+    assert before is not None and key(vectors=[str(f)]) not in (None, before)
+    monkeypatch.setenv("PYTEST_PLUGINS", "my_plugin")
+    assert key() is None

@@ -225,18 +225,46 @@ def _unknown_selection(args) -> list[str]:
         def pytest_collection_modifyitems(self, items):
             self.ids = [dict(i.user_properties)["case_id"] for i in items if "case_id" in dict(i.user_properties)]
 
-    known: set[str] = set()
-    for profile in matrix_profiles(args.profile) or [args.profile]:     # a release matrix: each release's
-        ids = CaseIds()
-        pargs = suites_args() + ["--collect-only", "-qq"]
-        pargs += options.pytest_args(args, [o for o in options.certify_options() if o.dest == "vectors"])
-        pargs += ["--conformance-profile", profile] if profile else []
-        with contextlib.redirect_stdout(io.StringIO()):
-            rc = int(pytest.main(pargs + list(args.pytest_args), plugins=[ids]))
-        if rc != pytest.ExitCode.OK or not ids.ids:
-            return []                   # the run itself says what is wrong with its arguments
-        known.update(ids.ids)
-    return options.selection(args.case, args.area, known, "--case", "--area")
+    def collect() -> set[str] | None:
+        known: set[str] = set()
+        for profile in matrix_profiles(args.profile) or [args.profile]:     # a release matrix: each release's
+            ids = CaseIds()
+            pargs = suites_args() + ["--collect-only", "-qq"]
+            pargs += options.pytest_args(args, [o for o in options.certify_options() if o.dest == "vectors"])
+            pargs += ["--conformance-profile", profile] if profile else []
+            with contextlib.redirect_stdout(io.StringIO()):
+                rc = int(pytest.main(pargs + list(args.pytest_args), plugins=[ids]))
+            if rc != pytest.ExitCode.OK or not ids.ids:
+                return None             # the run itself says what is wrong with its arguments
+            known.update(ids.ids)
+        return known
+
+    from ptlrpc_conformance.harness.data import yamlcache
+    key = _collection_key(args)
+    known = collect() if key is None else yamlcache.remember("case-ids", key, collect)
+    return [] if known is None else options.selection(args.case, args.area, known, "--case", "--area")
+
+
+def _collection_key(args) -> bytes | None:
+    """What the case ids of a run depend on besides the package (yamlcache.remember keys on its
+    files): the profile, the user's vector files (their contents), pytest's arguments and
+    environment.  None when a plugin from outside the package could add cases (`-p` of another
+    module, PYTEST_PLUGINS): those are collected every time."""
+    import hashlib
+    import json
+    import os
+    from ptlrpc_conformance.harness.data.vectors import VectorError, user_files
+    extra = list(args.pytest_args)
+    plugins = [extra[i + 1] for i, a in enumerate(extra[:-1]) if a == "-p"] + \
+        [a[2:] for a in extra if a.startswith("-p") and len(a) > 2]
+    if os.environ.get("PYTEST_PLUGINS") or any(not (p.startswith("ptlrpc_conformance.") or p.startswith("no:"))
+                                               for p in plugins):
+        return None
+    try:
+        files = [(str(f), hashlib.sha256(f.read_bytes()).hexdigest()) for f in user_files(args.vectors or ())]
+    except (OSError, VectorError):
+        return None
+    return json.dumps([args.profile, extra, os.environ.get("PYTEST_ADDOPTS", ""), files]).encode()
 
 
 def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None, hello: dict | None = None,
