@@ -607,22 +607,38 @@ static void op_hello(struct sbuf *out, const struct jvalue *id)
 	sb_puts(out, "}}");
 }
 
+/* The bytes of a request's hex "data", or NULL once the error is answered (EINVAL for data
+ * that is missing or not hex, ENOMEM when there is no memory for `what`). */
+static unsigned char *request_data(struct sbuf *out, const struct jvalue *id, const struct jvalue *data,
+				   const char *op, const char *what, size_t *n)
+{
+	char detail[96];
+	unsigned char *bytes;
+	int bad_hex = 0;
+
+	if (data != NULL && data->type == J_STRING &&
+	    (bytes = hex_decode(data->str, data->len, n, &bad_hex)) != NULL)
+		return bytes;
+	if (data != NULL && data->type == J_STRING && !bad_hex) {
+		snprintf(detail, sizeof detail, "no memory for the %s", what);
+		error_response(out, id, "ENOMEM", detail);
+	} else {
+		snprintf(detail, sizeof detail, "%s needs hex \"data\"", op);
+		error_response(out, id, "EINVAL", detail);
+	}
+	return NULL;
+}
+
 static void op_decode(struct sbuf *out, const struct jvalue *id, const struct jvalue *req)
 {
 	const struct jvalue *data = json_get(req, "data"), *dir = json_get(req, "direction");
 	struct answer a = { 0, NULL, "" };
 	unsigned char *bytes;
 	size_t n = 0;
-	int bad_hex = 0;
 	int is_reply;
 
-	if (data == NULL || data->type != J_STRING || (bytes = hex_decode(data->str, data->len, &n, &bad_hex)) == NULL) {
-		if (data != NULL && data->type == J_STRING && !bad_hex)
-			error_response(out, id, "ENOMEM", "no memory for the message");
-		else
-			error_response(out, id, "EINVAL", "decode needs hex \"data\"");
+	if ((bytes = request_data(out, id, data, "decode", "message", &n)) == NULL)
 		return;
-	}
 	if (dir == NULL || dir->type != J_STRING ||
 	    (strcmp(dir->str, "request") != 0 && strcmp(dir->str, "reply") != 0)) {
 		free(bytes);
@@ -653,20 +669,15 @@ static void op_decode_struct(struct sbuf *out, const struct jvalue *id, const st
 	char detail[256] = "";
 	unsigned char *bytes;
 	size_t n = 0;
-	int bad_hex = 0, rc;
+	int rc;
 
 	if (type == NULL || type->type != J_STRING || order == NULL || order->type != J_STRING ||
 	    (strcmp(order->str, "little") != 0 && strcmp(order->str, "big") != 0)) {
 		error_response(out, id, "EINVAL", "decode_struct needs \"type\" and \"byte_order\": little or big");
 		return;
 	}
-	if (data == NULL || data->type != J_STRING || (bytes = hex_decode(data->str, data->len, &n, &bad_hex)) == NULL) {
-		if (data != NULL && data->type == J_STRING && !bad_hex)
-			error_response(out, id, "ENOMEM", "no memory for the structure");
-		else
-			error_response(out, id, "EINVAL", "decode_struct needs hex \"data\"");
+	if ((bytes = request_data(out, id, data, "decode_struct", "structure", &n)) == NULL)
 		return;
-	}
 	st = lt_find(type->str);
 	if (st == NULL || !st->direct) {
 		free(bytes);
