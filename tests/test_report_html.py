@@ -483,3 +483,16 @@ def test_a_decoded_field_that_differs_is_highlighted(run_cli):
     page = parse((run.out / "report.html").read_text())
     marked = [m.text() for entry in page.find_all(cls="failure") for m in entry.find_all("mark")]
     assert marked, "no byte highlighted for a field that decoded wrongly"
+
+
+def test_no_html_writes_no_page_and_leaves_no_earlier_one(run_cli, tmp_path):
+    """--no-html (the mutant zoo's runs): report.json and junit.xml only, and a page an earlier
+    run left in --out is gone, so no page disagrees with the new report.json."""
+    out = tmp_path / "o"
+    first = run_cli("certify", "--case", "framing.magic.zero.decode", "--out", str(out), "-q", out=False)
+    assert first.rc == 0 and (out / "report.html").is_file(), first.stderr[-2000:]
+    again = run_cli("certify", "--case", "framing.magic.zero.decode", "--out", str(out), "-q", "--no-html", out=False)
+    assert again.rc == 0, again.stderr[-2000:]
+    assert (out / "report.json").is_file() and (out / "junit.xml").is_file()
+    assert not (out / "report.html").exists()
+    assert "report: " in again.stdout and "report.html" not in again.stdout

@@ -283,7 +283,7 @@ def _start_failure(args, report_path: pathlib.Path, status: int, why: str | None
         ignore_errno_class=bool(args.ignore_errno_class), hello=hello, smoke=smoke)
     report_module.remove_earlier_pages(report_path.parent, args.vectors or ())
     report_module.write(doc, report_path)
-    return conclude_run(report_path, status)
+    return conclude_run(report_path, status, html=not args.no_html)
 
 
 def cmd_run(argv: list[str]) -> int:

@@ -146,7 +146,8 @@ def run_session(args, out: pathlib.Path, hello, smoke, conclude: bool = True) ->
         return status
     if not conclude:
         return status
-    return conclude_run(report_path if report_mtime(report_path) != before else None, status)
+    return conclude_run(report_path if report_mtime(report_path) != before else None, status,
+                        html=not getattr(args, "no_html", False))
 
 
 def collector_back() -> None:
@@ -167,9 +168,10 @@ def report_mtime(path: pathlib.Path) -> int | None:
         return None
 
 
-def conclude_run(report_path: pathlib.Path | None, status: int) -> int:
-    """After the run: report.json records the command's exit status, report.html is written,
-    and the verdict block ends the output.  `report_path`: the report this run wrote, if any."""
+def conclude_run(report_path: pathlib.Path | None, status: int, html: bool = True) -> int:
+    """After the run: report.json records the command's exit status, report.html is written
+    (unless `html` is false: --no-html), and the verdict block ends the output.
+    `report_path`: the report this run wrote, if any."""
     from ptlrpc_conformance.harness.outputs import report as report_module, verdict   # +60 ms
     report = None
     if report_path is not None:
@@ -180,7 +182,8 @@ def conclude_run(report_path: pathlib.Path | None, status: int) -> int:
     if report is not None:
         report["exit_status"] = status
         report_module.write(report, report_path)
-        write_html(report_path)
+        if html:
+            write_html(report_path)
         if report.get("incomplete") and not (report.get("iut") or {}).get("start_failure"):
             print(f"ptlrpc-conformance: the run stopped early ({report.get('incomplete_reason') or 'interrupted'}); "
                   "the report is marked incomplete", file=sys.stderr)

@@ -111,7 +111,7 @@ def command(m, out_dir: pathlib.Path, examples: int, seed: int | None, keyword: 
     # CKSUM-1, is killed by its cases like any other)
     cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", "certify",
            "--iut", m.iut, "--out", str(out_dir),
-           "--examples", str(examples), "-q", "--strict"]
+           "--examples", str(examples), "-q", "--strict", "--no-html"]
     for area in m.areas:
         cmd += ["--area", area]
     if m.profile:
