@@ -12,7 +12,7 @@ from ptlrpc_conformance.harness.outputs import level as rule
 
 
 def test_a_selection_is_partial_everywhere_the_level_is_shown(run_cli):
-    run = run_cli("certify", "--iut", "reference", "--case", "framing.magic.v2-native.decode")
+    run = run_cli("certify", "--iut", "reference", "--case", "framing.magic.v2-native.decode", html=True)
     assert run.rc == 0, run.stdout + run.stderr
     rep = run.report
     lv = rep["level"]

@@ -233,7 +233,7 @@ def _block(stdout: str) -> list[str]:
 
 
 def test_default_output_is_a_line_per_file_and_per_failing_case_then_the_verdict(run_cli):
-    run = run_cli("--iut", "python:iuts:no_header_pad", "-k", "framing.magic or structs.obdo")
+    run = run_cli("--iut", "python:iuts:no_header_pad", "-k", "framing.magic or structs.obdo", html=True)
     assert run.rc == 1
     lines = run.stdout.splitlines()
     failing = sorted(c["id"] for c in run.report["cases"] if c["verdict"] in ("fail", "error"))

@@ -273,7 +273,7 @@ def test_summary_buckets_add_up_to_total(run_cli):
 
 
 def test_an_iut_that_cannot_start_gets_a_report(run_cli):
-    run = run_cli("--iut", "exec:/nonexistent/testee --flag")
+    run = run_cli("--iut", "exec:/nonexistent/testee --flag", html=True)
     assert run.rc == 3
     r = run.report
     assert r["iut"]["start_failure"] and "cannot start /nonexistent/testee" in r["iut"]["start_failure"]

@@ -152,7 +152,7 @@ def summary_rows(tree: Node) -> dict[str, dict[str, int]]:
 
 def test_failing_report_in_chromium(run_cli, tmp_path):
     chromium()
-    run = run_cli("certify", *FAILING_IUT)
+    run = run_cli("certify", *FAILING_IUT, html=True)
     assert run.rc == 1, run.stdout + run.stderr
     report = run.report
     failing = {c["id"]: c for c in report["cases"] if c["verdict"] in ("fail", "error")}
@@ -230,7 +230,7 @@ def test_failing_report_in_chromium(run_cli, tmp_path):
 
 def test_passing_report_in_chromium(run_cli, tmp_path):
     chromium()
-    run = run_cli("certify", "--iut", "reference")
+    run = run_cli("certify", "--iut", "reference", html=True)
     assert run.rc == 0, run.stdout + run.stderr
     report = run.report
     dom, tree = rendered(report, tmp_path)
@@ -322,7 +322,7 @@ def test_page_and_report_json_state_the_same_level(run_cli, kind):
     """One rule (outputs.level): the level in report.json is the one report.html announces,
     and the page works out the same level from the requirements when a report has none."""
     iut, extra, expected = LEVEL_RUNS[kind]
-    run = run_cli("certify", "--iut", iut, "-k", "framing.magic or framing.cksum", *extra)
+    run = run_cli("certify", "--iut", iut, "-k", "framing.magic or framing.cksum", *extra, html=True)
     # a SHOULD failure is a warning: the run exits 0 (--strict: 1)
     assert run.rc == (0 if kind in ("passing", "failing SHOULD only") else 1), run.stdout[-3000:] + run.stderr[-3000:]
     report = run.report
@@ -467,7 +467,7 @@ def test_the_gate_is_shown_right_after_the_level(run_cli, tmp_path):
     kf = tmp_path / "kf.yaml"
     kf.write_text("format: ptlrpc-conformance-known-failures/1\nentries:\n"
                   "- id: framing.magic.v1.decode\n  reason: fixed since\n")
-    run = run_cli("certify", "--iut", "reference", "-k", "framing.magic", "--known-failures", str(kf))
+    run = run_cli("certify", "--iut", "reference", "-k", "framing.magic", "--known-failures", str(kf), html=True)
     page = (run.out / "report.html").read_text()
     gate_box = parse(page).by_id("gate")
     assert "FAILED" in gate_box.text() and "1 stale entries" in " ".join(gate_box.text().split())
@@ -477,7 +477,7 @@ def test_the_gate_is_shown_right_after_the_level(run_cli, tmp_path):
 
 def test_a_decoded_field_that_differs_is_highlighted(run_cli):
     run = run_cli("certify", "--iut", "python:ptlrpc_conformance.mutants:no_swab_lm_opc", "-k",
-                  "framing.header.ignored-fields.swabbed")
+                  "framing.header.ignored-fields.swabbed", html=True)
     case = next(c for c in run.report["cases"] if (c.get("notes") or {}).get("signature") == "field:header.lm_opc")
     assert case["notes"]["highlight"] == [24, 25, 26, 27]          # lm_opc's bytes in the input
     page = parse((run.out / "report.html").read_text())
@@ -489,7 +489,7 @@ def test_no_html_writes_no_page_and_leaves_no_earlier_one(run_cli, tmp_path):
     """--no-html (the mutant zoo's runs): report.json and junit.xml only, and a page an earlier
     run left in --out is gone, so no page disagrees with the new report.json."""
     out = tmp_path / "o"
-    first = run_cli("certify", "--case", "framing.magic.zero.decode", "--out", str(out), "-q", out=False)
+    first = run_cli("certify", "--case", "framing.magic.zero.decode", "--out", str(out), "-q", out=False, html=True)
     assert first.rc == 0 and (out / "report.html").is_file(), first.stderr[-2000:]
     again = run_cli("certify", "--case", "framing.magic.zero.decode", "--out", str(out), "-q", "--no-html", out=False)
     assert again.rc == 0, again.stderr[-2000:]

@@ -243,7 +243,7 @@ def test_a_stateful_failure_is_charged_to_the_violated_invariant(run_cli, monkey
 
 def test_should_failures_are_warnings_unless_strict(run_cli):
     iut = mutants.BY_ID["cksum_final_inversion"].iut
-    warned = run_cli("--iut", iut, "-k", "framing.cksum")
+    warned = run_cli("--iut", iut, "-k", "framing.cksum", html=True)
     assert warned.rc == 0, warned.stdout[-2000:] + warned.stderr[-2000:]
     r = warned.report
     assert r["exit_status"] == 0 and r["summary"]["fail"] > 0
@@ -261,7 +261,7 @@ def test_should_failures_are_warnings_unless_strict(run_cli):
 
 def test_a_property_failure_is_printed_once(run_cli):
     run = run_cli("--iut", mutants.BY_ID["valid_omitted_is_zero"].iut, "-k", "structs.valid.obdo.encode-omitted",
-                  "-v")
+                  "-v", html=True)
     assert run.rc == 1
     html = (run.out / "report.html").read_text()
     for text in (run.stdout, run.case("structs.valid.obdo.encode-omitted")["message"], html):
