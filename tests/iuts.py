@@ -406,16 +406,9 @@ class TakesShort:
         return self.inner.handle(request)
 
 
-def connect_data_any_length():
-    return TakesShort("obd_connect_data")
-
-
-def ldlm_request_any_length():
-    return TakesShort("ldlm_request")
-
-
-def ost_body_any_length():
-    return TakesShort("ost_body")
+connect_data_any_length = functools.partial(TakesShort, "obd_connect_data")
+ldlm_request_any_length = functools.partial(TakesShort, "ldlm_request")
+ost_body_any_length = functools.partial(TakesShort, "ost_body")
 
 
 def swap_layouts_from_7():
