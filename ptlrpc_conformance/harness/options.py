@@ -45,8 +45,9 @@ EXIT_STATUSES: tuple[tuple[int, str], ...] = (
     (EXIT_NOT_CERTIFIED, "(`certify`) a valid selection in which no MUST case applied to the IUT: level "
                          "`not certified` (an IUT that declares no capability gets this)"),
     (EXIT_SUITE, "a case hit a bug in ptlrpc-conformance itself (verdict `error (suite)`, charged to no "
-                 "requirement), or the suite's cases could not be collected: the run's verdicts cannot be trusted until the suite is fixed; it outranks "
-                 "0, 1 and 5 and the regression gate; please report it"),
+                 "requirement), or the suite's cases could not be collected: the run's verdicts cannot be "
+                 "trusted until the suite is fixed; it outranks 0, 1 and 5 and the regression gate; please "
+                 "report it"),
 )
 
 
