@@ -167,6 +167,21 @@ def cli_env() -> dict:
     return env
 
 
+def cli_process(args: list[str], cwd, env: dict, timeout: float, input: str | None = None) -> subprocess.CompletedProcess:
+    """`ptlrpc-conformance ARGS` in a process of its own, run in `cwd` under `env`, its output
+    captured, killed after `timeout` s (subprocess.TimeoutExpired).  Forked, as the mutant zoo's
+    runs are, from a server process that imported the command line, pytest, Hypothesis and the
+    harness once (harness/tools/mutation.py `_run`): about half a second less of each of the
+    tests' few hundred runs than a new interpreter; a new one where the platform cannot fork or
+    the test writes to the run's stdin, and for `mutants`, which forks its own runs (a forked,
+    daemonic, process may start none)."""
+    cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", *args]
+    if input is None and args[:1] != ["mutants"]:
+        from ptlrpc_conformance.harness.tools import mutation
+        return mutation._run(cmd, str(cwd), env, timeout)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd, input=input)
+
+
 @pytest.fixture
 def run_cli(tmp_path):
     """run_cli(*args, out=True) runs `ptlrpc-conformance ARGS` in a subprocess with tests/ on
@@ -175,7 +190,7 @@ def run_cli(tmp_path):
     def _run(*args, out=True, timeout=300, cwd=None, input=None, examples=20, html=False):
         env = cli_env()
         out_dir = tmp_path / f"out{len(list(tmp_path.iterdir()))}" if out else None
-        cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", *args]
+        cmd = list(args)
         if out_dir is not None:
             cmd += ["--out", str(out_dir)]
             if "--examples" not in args:
@@ -184,9 +199,7 @@ def run_cli(tmp_path):
         # second of each of the few hundred runs the tests start
         if not html and args and "--" not in args and (args[0] in ("certify", "run") or args[0].startswith("-")):
             cmd += ["--no-html"]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=cwd or tmp_path, input=input)
-        return CliRun(proc, out_dir)
+        return CliRun(cli_process(cmd, cwd or tmp_path, env, timeout, input=input), out_dir)
     return _run
 
 
@@ -219,9 +232,7 @@ def once_per_session(tmp_path_factory, name: str, args: list[str], timeout: floa
         fcntl.flock(lock, fcntl.LOCK_EX)     # released when the file closes
         if not (out / "run.json").is_file():
             out.mkdir(exist_ok=True)
-            proc = subprocess.run([sys.executable, "-m", "ptlrpc_conformance.cli",
-                                   *(a.format(out=out) for a in args)],
-                                  capture_output=True, text=True, timeout=timeout, cwd=out, env=cli_env())
+            proc = cli_process([a.format(out=out) for a in args], out, cli_env(), timeout)
             (out / "run.json").write_text(json.dumps({"returncode": proc.returncode, "stdout": proc.stdout,
                                                       "stderr": proc.stderr}))
     return out, json.loads((out / "run.json").read_text())

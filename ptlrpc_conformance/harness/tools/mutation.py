@@ -148,9 +148,16 @@ def subprocess_env(pycache: str | None) -> dict:
 # the zoo's ~150 runs (a framing mutant's run: about 3.9 CPU-s to 2.5).  The fork is made
 # before the run begins, so each run starts from the state of a new interpreter after those
 # imports (only modules the command imports before its pytest session).
+# Hypothesis and the harness's run-time modules (the report, the judges, the scenario engine)
+# too: every run with a property case or a report imports them (about 0.4 s of a run).  Never
+# the suites, the plugin or the fixtures: pytest imports those itself (assertion rewriting).
 PRELOAD = ["ptlrpc_conformance.cli", "ptlrpc_conformance.cli.certify", "ptlrpc_conformance.cli.session",
            "ptlrpc_conformance.harness.data.vectors", "ptlrpc_conformance.harness.transport.loader",
-           "ptlrpc_conformance.mutants", "pytest", __name__]       # the last: the forked function's module
+           "ptlrpc_conformance.mutants", "pytest", "xdist", "hypothesis",
+           "ptlrpc_conformance.harness.outputs.report", "ptlrpc_conformance.harness.outputs.verdict",
+           "ptlrpc_conformance.harness.outputs.gate", "ptlrpc_conformance.harness.verdicts.judge",
+           "ptlrpc_conformance.harness.ost.scenario", "ptlrpc_conformance.harness.ost.client_judge",
+           __name__]       # the last: the forked function's module
 _CONTEXT = None
 
 
@@ -196,6 +203,11 @@ def _forked_cli(cmd_module: str, argv: list[str], cwd: str, env: dict, outputs: 
     os.environ.update(env)
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:0] = [p for p in extra if p not in sys.path]
+    if "hypothesis.configuration" in sys.modules:
+        # Hypothesis fixed its folder (.hypothesis in the working directory) when the server
+        # imported it: the run's own, as a new interpreter in `cwd` would have it
+        from hypothesis.configuration import set_hypothesis_home_dir
+        set_hypothesis_home_dir(os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY") or os.path.join(cwd, ".hypothesis"))
     for fd, path in zip((1, 2), outputs):
         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(target, fd)
