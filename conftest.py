@@ -173,10 +173,16 @@ def cli_process(args: list[str], cwd, env: dict, timeout: float, input: str | No
     runs are, from a server process that imported the command line, pytest, Hypothesis and the
     harness once (harness/tools/mutation.py `_run`): about half a second less of each of the
     tests' few hundred runs than a new interpreter; a new one where the platform cannot fork or
-    the test writes to the run's stdin, and for `mutants`, which forks its own runs (a forked,
-    daemonic, process may start none)."""
+    the test writes to the run's stdin, for `mutants`, which forks its own runs (a forked,
+    daemonic, process may start none), and for a run that would import another copy of the
+    package."""
     cmd = [sys.executable, "-m", "ptlrpc_conformance.cli", *args]
-    if input is None and args[:1] != ["mutants"]:
+    # the server's modules are this checkout's: a run that would import another copy of the
+    # package (from its working directory or PYTHONPATH) gets a new interpreter
+    folders = [str(cwd), *(p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    other_copy = any((pathlib.Path(f) / "ptlrpc_conformance").is_dir() and pathlib.Path(f).resolve() != ROOT
+                     for f in folders)
+    if input is None and args[:1] != ["mutants"] and not other_copy:
         from ptlrpc_conformance.harness.tools import mutation
         return mutation._run(cmd, str(cwd), env, timeout)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd, input=input)

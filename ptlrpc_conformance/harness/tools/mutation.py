@@ -148,17 +148,37 @@ def subprocess_env(pycache: str | None) -> dict:
 # the zoo's ~150 runs (a framing mutant's run: about 3.9 CPU-s to 2.5).  The fork is made
 # before the run begins, so each run starts from the state of a new interpreter after those
 # imports (only modules the command imports before its pytest session).
-# Hypothesis and the harness's run-time modules (the report, the judges, the scenario engine)
-# too: every run with a property case or a report imports them (about 0.4 s of a run).  Never
-# the suites, the plugin or the fixtures: pytest imports those itself (assertion rewriting).
+# Hypothesis, the harness's run-time modules (the report, the judges, the scenario engine), the
+# plugin and the suites' modules too: every run collects the suites, and a run with a property
+# case or a report imports the rest (about 0.5 s of a run).  pytest takes a suite module that is
+# already imported as it is (the suites hold no assert statement for it to rewrite).  Never
+# xdist, which keeps sys.path as it was when it was imported, for its workers.
 PRELOAD = ["ptlrpc_conformance.cli", "ptlrpc_conformance.cli.certify", "ptlrpc_conformance.cli.session",
            "ptlrpc_conformance.harness.data.vectors", "ptlrpc_conformance.harness.transport.loader",
-           "ptlrpc_conformance.mutants", "pytest", "xdist", "hypothesis",
+           "ptlrpc_conformance.mutants", "pytest", "hypothesis",
            "ptlrpc_conformance.harness.outputs.report", "ptlrpc_conformance.harness.outputs.verdict",
            "ptlrpc_conformance.harness.outputs.gate", "ptlrpc_conformance.harness.verdicts.judge",
            "ptlrpc_conformance.harness.ost.scenario", "ptlrpc_conformance.harness.ost.client_judge",
+           "ptlrpc_conformance.plugin", "ptlrpc_conformance.fixtures.core",
+           *sorted(f"ptlrpc_conformance.suites.{p.stem}"
+                   for p in (pathlib.Path(__file__).resolve().parents[2] / "suites").glob("test_*.py")),
            __name__]       # the last: the forked function's module
 _CONTEXT = None
+_BASE_PATH: list[str] | None = None
+
+
+def _interpreter_path(env: dict) -> list[str]:
+    """sys.path of a new interpreter here after its first entry (the script's folder, or the
+    working directory of `-m`) and without PYTHONPATH's folders: a forked run's path is that,
+    after its working directory and its PYTHONPATH, as `python -m` would make it, whatever
+    folders the process that started the server had on its own."""
+    global _BASE_PATH
+    if _BASE_PATH is None:
+        clean = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        probe = subprocess.run([sys.executable, "-c", "import json, sys; print(json.dumps(sys.path[1:]))"],
+                               env=clean, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        _BASE_PATH = json.loads(probe.stdout) if probe.returncode == 0 else list(sys.path)
+    return _BASE_PATH
 
 
 def _fork_context():
@@ -182,7 +202,8 @@ def _run(cmd: list[str], cwd: str, env: dict, timeout: float) -> subprocess.Comp
                               stdin=subprocess.DEVNULL)
     assert cmd[0] == sys.executable and cmd[1] == "-m", cmd
     outputs = [os.path.join(cwd, ".stdout"), os.path.join(cwd, ".stderr")]
-    child = context.Process(target=_forked_cli, args=(cmd[2], cmd[3:], cwd, env, outputs), daemon=True)
+    child = context.Process(target=_forked_cli, args=(cmd[2], cmd[3:], cwd, env, outputs, _interpreter_path(env)),
+                            daemon=True)
     child.start()
     child.join(timeout)
     if child.exitcode is None:
@@ -193,16 +214,18 @@ def _run(cmd: list[str], cwd: str, env: dict, timeout: float) -> subprocess.Comp
     return subprocess.CompletedProcess(cmd, child.exitcode, out, err)
 
 
-def _forked_cli(cmd_module: str, argv: list[str], cwd: str, env: dict, outputs: list[str]) -> None:
-    """The forked process: what `python -m CMD_MODULE ARGV` does in `cwd` under
-    `env` (PYTHONPATH's folders first on sys.path), its stdout and stderr (and the testees'
-    it starts) written to the two files of `outputs`."""
+def _forked_cli(cmd_module: str, argv: list[str], cwd: str, env: dict, outputs: list[str],
+                base_path: list[str]) -> None:
+    """The forked process: what `python -m CMD_MODULE ARGV` does in `cwd` under `env`
+    (sys.path: the working directory, PYTHONPATH's folders, then `base_path`, a new
+    interpreter's), its stdout and stderr (and the testees' it starts) written to the two
+    files of `outputs`."""
     import atexit
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
     extra = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:0] = [p for p in extra if p not in sys.path]
+    sys.path[:] = [os.getcwd(), *extra, *base_path]
     if "hypothesis.configuration" in sys.modules:
         # Hypothesis fixed its folder (.hypothesis in the working directory) when the server
         # imported it: the run's own, as a new interpreter in `cwd` would have it
