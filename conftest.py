@@ -47,6 +47,21 @@ if "PTLRPC_CONFORMANCE_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 
+# Byte-code: the tests start about a thousand Python processes (xdist workers, command lines,
+# pytest runs of a user's project, testees).  Where the environment says not to write byte-code
+# (PYTHONDONTWRITEBYTECODE, as many container images do), each compiled every module it
+# imported from source, and pytest rewrote Hypothesis's modules in each (about a second of
+# each pytest run).  The processes this session starts write their byte-code to one folder of
+# their own, made for the session and removed after it (nothing is written in the checkout).
+if "PTLRPC_CONFORMANCE_TESTS_PYCACHE" not in os.environ:
+    import atexit
+    import tempfile
+    _pycache = tempfile.mkdtemp(prefix="ptlrpc-conformance-tests-pycache-")
+    os.environ["PTLRPC_CONFORMANCE_TESTS_PYCACHE"] = os.environ["PYTHONPYCACHEPREFIX"] = _pycache
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    atexit.register(shutil.rmtree, _pycache, ignore_errors=True)
+
+
 def require_tool(name: str) -> str:
     """The path of the system tool NAME (tshark, chromium, cc, make), or the test fails,
     naming the tool and how to install it.  The README's set-up (tools/setup-system.sh, run by
