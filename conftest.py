@@ -35,31 +35,34 @@ vectors:
   bytes: ["ffffffff 00000000 d30bd00b", {fill: "00", count: 20}]
 """
 
-# The tests read vector files through the parse cache (harness/data/yamlcache.py) like any run,
-# but a cache of their own, made for this run and removed after it, not the user's: what an
-# earlier checkout left there cannot decide a result.  xdist workers and the command lines the
-# tests start inherit it.
-if "PTLRPC_CONFORMANCE_CACHE" not in os.environ:
+def _session_folder(variable: str, prefix: str) -> str | None:
+    """A folder made for this test session and removed after it, named by the environment
+    variable `variable` that xdist workers and the processes the tests start inherit; None
+    in a process of the session that inherited it (a worker)."""
+    if variable in os.environ:
+        return None
     import atexit
     import tempfile
-    _cache = tempfile.mkdtemp(prefix="ptlrpc-conformance-tests-cache-")
-    os.environ["PTLRPC_CONFORMANCE_CACHE"] = _cache
-    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
+    folder = os.environ[variable] = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
+
+# The tests read vector files through the parse cache (harness/data/yamlcache.py) like any run,
+# but a cache of their own, made for this run and removed after it, not the user's: what an
+# earlier checkout left there cannot decide a result.
+_session_folder("PTLRPC_CONFORMANCE_CACHE", "ptlrpc-conformance-tests-cache-")
 
 # Byte-code: the tests start about a thousand Python processes (xdist workers, command lines,
 # pytest runs of a user's project, testees).  Where the environment says not to write byte-code
 # (PYTHONDONTWRITEBYTECODE, as many container images do), each compiled every module it
 # imported from source, and pytest rewrote Hypothesis's modules in each (about a second of
-# each pytest run).  The processes this session starts write their byte-code to one folder of
-# their own, made for the session and removed after it (nothing is written in the checkout).
-if "PTLRPC_CONFORMANCE_TESTS_PYCACHE" not in os.environ:
-    import atexit
-    import tempfile
-    _pycache = tempfile.mkdtemp(prefix="ptlrpc-conformance-tests-pycache-")
-    os.environ["PTLRPC_CONFORMANCE_TESTS_PYCACHE"] = os.environ["PYTHONPYCACHEPREFIX"] = _pycache
+# each pytest run).  The processes this session starts write their byte-code to a folder of
+# the session's (nothing is written in the checkout).
+_pycache = _session_folder("PTLRPC_CONFORMANCE_TESTS_PYCACHE", "ptlrpc-conformance-tests-pycache-")
+if _pycache is not None:
+    os.environ["PYTHONPYCACHEPREFIX"] = _pycache
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    atexit.register(shutil.rmtree, _pycache, ignore_errors=True)
 
 
 def require_tool(name: str) -> str:

@@ -137,6 +137,26 @@ def test_each_run_is_a_process_forked_from_one_server_with_its_output_status_and
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+def test_a_forked_run_starts_with_the_path_python_m_gives_it(tmp_path):
+    """A forked run's sys.path is its working directory, its PYTHONPATH, then a new
+    interpreter's: none of the folders the process that started the server had besides (an
+    xdist worker of a forked run imports its IUT and -p plugins from there), and its
+    Hypothesis folder is its own working directory's."""
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (tmp_path / "where.py").write_text(
+        "import json, sys\nfrom hypothesis.configuration import storage_directory\n"
+        "print(json.dumps([sys.path, str(storage_directory('x', intent_to_write=False).path)]))\n")
+    env = dict(mutation.subprocess_env(None), PYTHONPATH=str(extra))
+    env.pop("HYPOTHESIS_STORAGE_DIRECTORY", None)
+    run = mutation._run([sys.executable, "-m", "where"], str(tmp_path), env, 300)
+    assert run.returncode == 0, run
+    path, storage = json.loads(run.stdout)
+    assert path[:2] == [str(tmp_path), str(extra)], path
+    assert str(ROOT / "tests") not in path and str(ROOT) not in path, path      # this session's, not the run's
+    assert storage == str(tmp_path / ".hypothesis" / "x")
+
+
 def test_tests_load_broken_codecs_from_the_zoo():
     """One zoo: tests/iuts.py holds no broken codec of its own, only aliases of mutants."""
     import iuts
