@@ -25,9 +25,10 @@ FAULTS = [("crash", "crash", "the testee exited with status 7"),
 
 @pytest.mark.parametrize("mode, kind, detail", FAULTS, ids=[f[0] for f in FAULTS])
 def test_a_fault_inside_an_example_is_the_cases_error(run_cli, hostile, mode, kind, detail):
-    # a hang waits out the 5 s timeout in each of the 8 cases: two workers (each with its own
-    # testee) wait in parallel, 20 s instead of 40
-    workers = ["-n", "2"] if mode == "hang" else []
+    # a hang waits out the 5 s timeout in each of the 8 cases: four workers (each with its own
+    # testee) wait in parallel, about 10 s instead of 40 (waiting costs no CPU; a worker's
+    # start about 1 s of it)
+    workers = ["-n", "4"] if mode == "hang" else []
     run = run_cli("--iut", hostile(f"{mode}@5"), "--iut-timeout", "5", "-k", SELECTION, *workers, examples=10,
                   timeout=600)
     assert run.rc == 1, run.stdout[-3000:] + run.stderr[-3000:]

@@ -228,9 +228,11 @@ def test_failing_report_in_chromium(run_cli, tmp_path):
         assert r in req_text
 
 
-def test_passing_report_in_chromium(run_cli, tmp_path):
+def test_passing_report_in_chromium(certified, tmp_path):
+    """The reference's whole certification (the session's one: conftest.py `certified`), its
+    page written again here from its report.json and rendered by chromium."""
     chromium()
-    run = run_cli("certify", "--iut", "reference", html=True)
+    run = certified("reference")
     assert run.rc == 0, run.stdout + run.stderr
     report = run.report
     dom, tree = rendered(report, tmp_path)
