@@ -153,7 +153,7 @@ def subprocess_env(pycache: str | None) -> dict:
 # case or a report imports the rest (about 0.5 s of a run).  pytest takes a suite module that is
 # already imported as it is (the suites hold no assert statement for it to rewrite).  Never
 # xdist, which keeps sys.path as it was when it was imported, for its workers.  Then
-# forkwarm, which reads the package's bundled data once in the server (about 0.18 s a run).
+# forkwarm, which reads the package's bundled data once in the server (about 0.1 s a run).
 PRELOAD = ["ptlrpc_conformance.cli", "ptlrpc_conformance.cli.certify", "ptlrpc_conformance.cli.session",
            "ptlrpc_conformance.harness.data.vectors", "ptlrpc_conformance.harness.transport.loader",
            "ptlrpc_conformance.mutants", "pytest", "hypothesis",
