@@ -87,7 +87,7 @@ def pytest_configure(config):
 # mutant zoo, the bench, a hang's timeouts), by file and function, every parameter of it.  Under
 # `-n` they are dealt out evenly and each worker starts with its share, so that the end of the
 # run is short tests only, shared by the workers (work stealing), and no worker is left alone
-# with a long one.  tests/test_layout.py checks that each entry names a test that exists.
+# with a long one.  tests/test_strategies.py checks that each entry names a test that exists.
 LONG_TESTS = {
     "test_bench.py": ["test_bench_quick_prints_every_section"],
     "test_ci_recipe.py": ["test_the_script_installs_the_suite_as_written",
@@ -111,8 +111,50 @@ LONG_TESTS = {
 }
 
 
+# The tests whose time is mostly waiting, not computing: a hang's timeouts, a hostile peer's
+# stalls (about 75 s of waiting in all, measured with each test alone; the CPU was idle for
+# most of it).  Every other test keeps the CPU busy, so while one of these waits a core is
+# idle, unless it waits beside the mutant zoo, whose runs keep both cores of a two-core machine
+# busy on their own for about 100 s.  So under `-n` the zoo leads the first worker's run and
+# these lead the others' (deal_long_tests).  "*": every test of the file.  Only the order
+# changes: every test runs, as it is.
+ZOO_TEST = ("test_mutants.py", "test_every_mutant_is_killed")
+WAITING_TESTS = {
+    "test_hostile_testees.py": ["test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds",
+                                "test_trouble_mid_batch_hits_only_the_case_in_flight",
+                                "test_the_exec_adapter_knows_a_testee_that_did_not_answer_its_hello_after_a_restart",
+                                "test_one_bad_case_fails_and_the_run_goes_on"],
+    "test_lnet_hostile.py": ["*"],
+    "test_lnet_engine.py": ["*"],
+    "test_serve_clients.py": ["*"],
+}
+
+
+def _listed(table: dict, item) -> bool:
+    names = table.get(item.path.name, ())
+    return item.path.parent == TESTS and ("*" in names or getattr(item, "originalname", None) in names)
+
+
 def is_long(item) -> bool:
-    return getattr(item, "originalname", None) in LONG_TESTS.get(item.path.name, ()) and item.path.parent == TESTS
+    return _listed(LONG_TESTS, item)
+
+
+def deal_long_tests(items, workers: int) -> None:
+    """Under `-n N` (worksteal): the first worker's run starts with the zoo, the other workers'
+    runs with the waiting tests (WAITING_TESTS, shared out among them), and every worker's then
+    with its share of the other long tests (LONG_TESTS); the short tests fill the runs up
+    (plugin/hooks.py lead_runs).  On one worker, the same order on it."""
+    zoo = [i for i in items if i.path.parent == TESTS and (i.path.name, getattr(i, "originalname", None)) == ZOO_TEST]
+    waiting = [i for i in items if _listed(WAITING_TESTS, i) and i not in zoo]
+    taken = {id(i) for i in zoo + waiting}
+    long = [i for i in items if is_long(i) and id(i) not in taken]
+    leads = [list(zoo)] + [[] for _ in range(workers - 1)]
+    for n, item in enumerate(waiting):
+        leads[1 + n % (workers - 1) if workers > 1 else 0].append(item)
+    for n, item in enumerate(long):
+        leads[n % workers].append(item)
+    from ptlrpc_conformance.plugin.hooks import lead_runs
+    lead_runs(items, leads)
 
 
 @pytest.hookimpl(tryfirst=True)      # before xdist's own, which makes `-n` without --dist `load`
@@ -128,8 +170,7 @@ def pytest_cmdline_main(config):
 def pytest_collection_modifyitems(config, items):
     worker = getattr(config, "workerinput", None) or {}
     if worker.get("workercount") and worker.get("conformance_dist") == "worksteal":
-        from ptlrpc_conformance.plugin.hooks import long_cases_first
-        long_cases_first(items, worker["workercount"], is_long)
+        deal_long_tests(items, worker["workercount"])
 
 
 @pytest.hookimpl(tryfirst=True)      # before the test's fixtures start the tool

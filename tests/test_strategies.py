@@ -179,10 +179,12 @@ def test_the_projects_own_tests_run_long_ones_first_under_xdist():
     the tests listed as long (LONG_TESTS), and each listed test exists."""
     import ast
     import conftest
-    for name, functions in conftest.LONG_TESTS.items():
-        tree = ast.parse((conftest.TESTS / name).read_text())
-        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-        assert set(functions) <= defined, (name, sorted(set(functions) - defined))
+    for table in (conftest.LONG_TESTS, conftest.WAITING_TESTS, dict([conftest.ZOO_TEST])):
+        for name, functions in table.items():
+            functions = [functions] if isinstance(functions, str) else functions
+            tree = ast.parse((conftest.TESTS / name).read_text())
+            defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+            assert set(functions) - {"*"} <= defined, (name, sorted(set(functions) - {"*"} - defined))
     for given, dist in (({"numprocesses": 2, "dist": "no"}, "worksteal"), ({"numprocesses": "auto", "dist": "no"},
                         "worksteal"), ({"numprocesses": 2, "dist": "load"}, "load"),
                         ({"numprocesses": None, "dist": "no"}, "no"), ({"numprocesses": 2, "dist": "no",
@@ -190,10 +192,45 @@ def test_the_projects_own_tests_run_long_ones_first_under_xdist():
         config = types.SimpleNamespace(option=types.SimpleNamespace(**given))
         conftest.pytest_cmdline_main(config)
         assert config.option.dist == dist, given
-    long = [("test_bench.py", "test_bench_quick_prints_every_section"), ("test_mutants.py", "test_every_mutant_is_killed")]
-    items = [types.SimpleNamespace(path=conftest.TESTS / f, originalname=n, fixturenames=[])
-             for f, n in [("test_adapter.py", f"test_{i}") for i in range(6)] + long]
-    config = types.SimpleNamespace(workerinput={"workercount": 2, "conformance_dist": "worksteal"})
+
+
+def _project_items(names):
+    import conftest
+    return [types.SimpleNamespace(path=conftest.TESTS / f, originalname=n, fixturenames=[]) for f, n in names]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3])
+def test_the_zoo_leads_one_worker_and_the_waiting_tests_the_others(workers):
+    """conftest.py deal_long_tests: the zoo keeps two cores busy for about 100 s, so the tests
+    that mostly wait (WAITING_TESTS) run beside it, leading the other workers' runs; the other
+    long tests are shared out after them, and every test is kept once."""
+    import conftest
+    short = [("test_adapter.py", f"test_{i}") for i in range(12)]
+    long = [("test_bench.py", "test_bench_quick_prints_every_section"),
+            ("test_cli.py", "test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class")]
+    waiting = [("test_hostile_testees.py", "test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds"),
+               ("test_lnet_engine.py", "test_any_test_of_the_file")]
+    items = _project_items(short[:3] + long[:1] + waiting[:1] + short[3:] + [conftest.ZOO_TEST] + long[1:]
+                           + waiting[1:])
+    before = sorted((i.path.name, i.originalname) for i in items)
+    config = types.SimpleNamespace(workerinput={"workercount": workers, "conformance_dist": "worksteal"})
     conftest.pytest_collection_modifyitems(config, items)
-    assert [items[0].originalname, items[4].originalname] == [n for _, n in long]
-    assert len(items) == 8
+    got = [(i.path.name, i.originalname) for i in items]
+    assert sorted(got) == before
+    runs, at, left = [], 0, len(got)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        runs.append(got[at:at + size])
+        at += size
+    if workers == 1:
+        assert runs[0][:5] == [conftest.ZOO_TEST, *waiting, *long]
+        return
+    assert runs[0][0] == conftest.ZOO_TEST and not [w for w in runs[0] if w in waiting]
+    for run in runs[1:]:                     # each other worker starts with its share of the waiting tests
+        share = [w for w in run if w in waiting]
+        assert run[:len(share)] == share, run
+    assert len([run for run in runs[1:] if any(w in waiting for w in run)]) == min(len(waiting), workers - 1)
+    for run in runs:                         # then its long tests, then the short ones
+        kinds = ["short" if n in short else "long" if n in long else "lead" for n in run]
+        assert kinds == sorted(kinds, key=["lead", "long", "short"].index), run

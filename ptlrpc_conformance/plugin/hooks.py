@@ -371,13 +371,21 @@ def long_cases_first(items, workers: int, is_long=None) -> None:
         def is_long(item):
             return "conformance_examples" in getattr(item, "fixturenames", ())
     long = [i for i in items if is_long(i)]
-    short = [i for i in items if not is_long(i)]
+    lead_runs(items, [long[k::workers] for k in range(workers)])
+
+
+def lead_runs(items, leads: list) -> None:
+    """xdist `worksteal` on len(`leads`) workers: reorder `items` so that worker k's run starts
+    with the items of leads[k], in that order, and is filled up with the others in collection
+    order (see long_cases_first for how worksteal hands out its runs)."""
+    workers = len(leads)
+    led = {id(i) for lead in leads for i in lead}
+    short = [i for i in items if id(i) not in led]
     order, left = [], len(items)
-    for k in range(workers):
+    for k, mine in enumerate(leads):
         size = left // (workers - k)
         left -= size
-        mine = long[k::workers]
-        order += mine + short[:max(size - len(mine), 0)]
+        order += list(mine) + short[:max(size - len(mine), 0)]
         short = short[max(size - len(mine), 0):]
     items[:] = order + short
 
