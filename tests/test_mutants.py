@@ -158,18 +158,19 @@ def test_a_forked_run_starts_with_the_path_python_m_gives_it(tmp_path):
 
 
 def test_a_forked_run_finds_the_bundled_data_read_and_reads_a_users_own(tmp_path):
-    """The server read the package's bundled vectors, requirements and profiles once
-    (harness/tools/forkwarm.py): a forked run finds them in memory, as a second run in one
+    """The server read the package's bundled vectors, requirements, profiles and release
+    differences once (harness/tools/forkwarm.py): a forked run finds them in memory, as a second run in one
     process would; a user's vector file it reads itself, and a problem in it is reported."""
     (tmp_path / "probe.py").write_text(
         "import json\n"
         "from ptlrpc_conformance.harness.data import registry, vectors\n"
+        "from ptlrpc_conformance.spec import release_differences\n"
         "print(json.dumps([vectors._bundled.cache_info().currsize, registry.requirements.cache_info().currsize,\n"
-        "                  registry.profiles.cache_info().currsize]))\n")
+        "                  registry.profiles.cache_info().currsize, release_differences.load.cache_info().currsize]))\n")
     env = mutation.subprocess_env(None)
     run = mutation._run([sys.executable, "-m", "probe"], str(tmp_path), env, 300)
     assert run.returncode == 0, run
-    assert json.loads(run.stdout) == [1, 1, 1]
+    assert json.loads(run.stdout) == [1, 1, 1, 1]
     bad = tmp_path / "bad.yaml"
     bad.write_text("format: ptlrpc-conformance-vectors/1\nvectors:\n  - id: x.y\n    verdict: maybe\n")
     cli = [sys.executable, "-m", "ptlrpc_conformance.cli"]
