@@ -118,7 +118,7 @@ LONG_TESTS = {
 # busy on their own for about 100 s.  So under `-n` the zoo leads the first worker's run and
 # these lead the others' (deal_long_tests).  "*": every test of the file.  Only the order
 # changes: every test runs, as it is.
-ZOO_TEST = ("test_mutants.py", "test_every_mutant_is_killed")
+ZOO_TEST = {"test_mutants.py": ["test_every_mutant_is_killed"]}
 WAITING_TESTS = {
     "test_hostile_testees.py": ["test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds",
                                 "test_trouble_mid_batch_hits_only_the_case_in_flight",
@@ -144,7 +144,7 @@ def deal_long_tests(items, workers: int) -> None:
     runs with the waiting tests (WAITING_TESTS, shared out among them), and every worker's then
     with its share of the other long tests (LONG_TESTS); the short tests fill the runs up
     (plugin/hooks.py lead_runs).  On one worker, the same order on it."""
-    zoo = [i for i in items if i.path.parent == TESTS and (i.path.name, getattr(i, "originalname", None)) == ZOO_TEST]
+    zoo = [i for i in items if _listed(ZOO_TEST, i)]
     waiting = [i for i in items if _listed(WAITING_TESTS, i) and i not in zoo]
     taken = {id(i) for i in zoo + waiting}
     long = [i for i in items if is_long(i) and id(i) not in taken]

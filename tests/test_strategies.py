@@ -179,9 +179,8 @@ def test_the_projects_own_tests_run_long_ones_first_under_xdist():
     the tests listed as long (LONG_TESTS), and each listed test exists."""
     import ast
     import conftest
-    for table in (conftest.LONG_TESTS, conftest.WAITING_TESTS, dict([conftest.ZOO_TEST])):
+    for table in (conftest.LONG_TESTS, conftest.WAITING_TESTS, conftest.ZOO_TEST):
         for name, functions in table.items():
-            functions = [functions] if isinstance(functions, str) else functions
             tree = ast.parse((conftest.TESTS / name).read_text())
             defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
             assert set(functions) - {"*"} <= defined, (name, sorted(set(functions) - {"*"} - defined))
@@ -205,12 +204,13 @@ def test_the_zoo_leads_one_worker_and_the_waiting_tests_the_others(workers):
     that mostly wait (WAITING_TESTS) run beside it, leading the other workers' runs; the other
     long tests are shared out after them, and every test is kept once."""
     import conftest
+    [zoo] = [(f, n) for f, names in conftest.ZOO_TEST.items() for n in names]
     short = [("test_adapter.py", f"test_{i}") for i in range(12)]
     long = [("test_bench.py", "test_bench_quick_prints_every_section"),
             ("test_cli.py", "test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class")]
     waiting = [("test_hostile_testees.py", "test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds"),
                ("test_lnet_engine.py", "test_any_test_of_the_file")]
-    items = _project_items(short[:3] + long[:1] + waiting[:1] + short[3:] + [conftest.ZOO_TEST] + long[1:]
+    items = _project_items(short[:3] + long[:1] + waiting[:1] + short[3:] + [zoo] + long[1:]
                            + waiting[1:])
     before = sorted((i.path.name, i.originalname) for i in items)
     config = types.SimpleNamespace(workerinput={"workercount": workers, "conformance_dist": "worksteal"})
@@ -224,9 +224,9 @@ def test_the_zoo_leads_one_worker_and_the_waiting_tests_the_others(workers):
         runs.append(got[at:at + size])
         at += size
     if workers == 1:
-        assert runs[0][:5] == [conftest.ZOO_TEST, *waiting, *long]
+        assert runs[0][:5] == [zoo, *waiting, *long]
         return
-    assert runs[0][0] == conftest.ZOO_TEST and not [w for w in runs[0] if w in waiting]
+    assert runs[0][0] == zoo and not [w for w in runs[0] if w in waiting]
     for run in runs[1:]:                     # each other worker starts with its share of the waiting tests
         share = [w for w in run if w in waiting]
         assert run[:len(share)] == share, run
