@@ -167,6 +167,26 @@ def garbles():
     return Garbles()
 
 
+class OddStructValues:
+    """Decodes structures right, but names each one's type with a number and reports a valid
+    view of names and numbers mixed: any JSON value may come back, and the suite must judge it."""
+
+    def __init__(self):
+        self.inner = make_testee(name="odd values in structure results")
+
+    def handle(self, request):
+        response = self.inner.handle(request)
+        if request.get("op") == "decode_struct" and response.get("ok"):
+            response["result"]["type"] = 7
+            if "valid" in response["result"]:
+                response["result"]["valid"] = [*response["result"]["valid"], 3]
+        return response
+
+
+def odd_struct_values():
+    return OddStructValues()
+
+
 class Unsteady:
     """A decoder that answers one input two ways: its third decode reports pb_transno one
     higher; every other decode, and the same input sent again, is right."""

@@ -194,6 +194,19 @@ def test_unreadable_results_fail_properties_cleanly(run_cli, no_shrinking):
     assert "Traceback" not in run.stdout
 
 
+def test_any_json_value_in_a_structure_result_is_judged_not_a_suite_bug(run_cli, no_shrinking):
+    """A structure's type named by a number, a valid view with a number among its names: the
+    cases judge what they compare (a vector that names no type compares the fields only) and
+    fail the view, never a suite error (found by an IUT that puts random values in results)."""
+    run = run_cli("--iut", "python:iuts:odd_struct_values", "-k",
+                  "structs.generated.obd-ioobj.decode or structs.valid.mdt-body.decode or structs.valid.obdo.decode")
+    verdicts = run.verdicts()
+    assert run.rc == 1 and "error (suite)" not in verdicts.values(), verdicts
+    assert verdicts["structs.generated.obd-ioobj.decode"] == "pass", run.case("structs.generated.obd-ioobj.decode")
+    for view in ("structs.valid.mdt-body.decode", "structs.valid.obdo.decode"):
+        assert verdicts[view] == "fail" and "expected a list of field names" in run.case(view)["message"], verdicts
+
+
 def test_json_nested_too_deep_is_a_protocol_outcome():
     """100,000 nested arrays cannot be parsed (RecursionError); 200 can, but would break the
     code that judges and reports the result: both are protocol failures of the case."""

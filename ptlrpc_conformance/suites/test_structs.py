@@ -196,7 +196,11 @@ def _valid_decode_case(name: str):
                                 f"got {got_mask!r}")
                 charged.append(_mask_requirement(rel, name, mask, got_mask, VALID_OF[name]))
             for label, r in (("first", a.result), ("with garbage in clear-bit fields", b.result)):
-                got = set(r.get("valid", []))
+                view = r.get("valid", [])
+                if not isinstance(view, list) or not all(isinstance(f, str) for f in view):
+                    problems.append(f"valid view ({label}): expected a list of field names, got {str(view)[:120]}")
+                    continue
+                got = set(view)
                 if got != want:
                     problems.append(f"valid view ({label}): expected {sorted(want)}, got {sorted(got)}"
                                     + (f"; fields whose bits are clear: {sorted(got - want)}" if got - want else ""))

@@ -156,7 +156,9 @@ def struct_diffs(expect: dict, actual, path: str) -> tuple[list[Diff], bool]:
                         expect["type"], actual.get("type"), kind))
     if "fields" in expect:
         texts: list[str] = []
-        compare_fields(expect["fields"], _aliased(kind or actual.get("type"), expect["fields"], actual["fields"]),
+        named = actual.get("type")              # the IUT's word, any JSON value: a name only if a string
+        compare_fields(expect["fields"], _aliased(kind or (named if isinstance(named, str) else None),
+                                                  expect["fields"], actual["fields"]),
                        f"{path}.fields", texts)
         out += [Diff("structs", "fields", t, struct=kind) for t in texts]
     if "valid" in expect and "valid" in actual:
