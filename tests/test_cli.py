@@ -212,13 +212,20 @@ def test_same_seed_gives_the_same_counterexample(run_cli):
     assert "counterexample (seed 1, shrunk)" in a.case("framing.mutations.decode")["message"]
 
 
-def test_a_client_reporting_eproto_for_every_bad_reply_passes_framing(run_cli, no_shrinking):
+def test_a_client_reporting_eproto_for_every_bad_reply_passes_framing(run_cli, no_shrinking, certified):
     """A Lustre client turns every reply it cannot unpack into -EPROTO (target-rules §9): a
-    testee doing the same passes every framing case; EPROTO for a bad *request* still fails."""
+    testee doing the same passes every framing case; EPROTO for a bad *request* still fails.
+    Its EPROTO is no evidence of the order of the checks (HDR-ORDER-1): any check of a reply
+    may end in it, where the reference's EINVAL for a wrong version shows that check first."""
     client = run_cli("--iut", "python:iuts:client_errnos", "--area", "framing")
     assert client.rc == 0, client.stdout[-3000:]
     replies = [c for c in client.report["cases"] if c["id"].startswith("framing.") and c["verdict"] == "pass"]
     assert replies, "no framing case ran"
+    order_case = "framing.order.version-before-type.decode"      # a reply: wrong pb_version and pb_type
+    mine = next(c for c in client.report["cases"] if c["id"] == order_case)
+    assert mine["verdict"] == "pass" and "HDR-ORDER-1" not in mine["exercised"], mine
+    reference = next(c for c in certified("reference").report["cases"] if c["id"] == order_case)
+    assert "HDR-ORDER-1" in reference["exercised"], reference
     everywhere = run_cli("--iut", "python:iuts:eproto_everywhere", "--area", "framing")
     assert everywhere.rc == 1
     failed = {c["id"] for c in everywhere.report["cases"] if c["verdict"] == "fail"}

@@ -240,6 +240,20 @@ def order_chargeable(data: bytes, direction: str, tolerate_wrap: bool = False) -
     return any(set(allowed) - set(rules[0][1]) for _, allowed in rules[1:])
 
 
+def order_shown(data: bytes, direction: str, errno: str | None, tolerate_wrap: bool = False) -> bool:
+    """Whether a rejection of `data` with `errno` shows that the first failing check decided
+    (evidence for HDR-ORDER-1): its class is one that check gives and none of the later failing
+    checks could.  For a reply every check may also answer EPROTO (a Lustre client's name for
+    any reply it cannot unpack, Vector.accepted_errnos), so an EPROTO rejection of a reply
+    never tells the checks apart, nor does a class a later check shares."""
+    rules = failing_rules(data, direction, tolerate_wrap)
+    if len(rules) < 2 or errno is None:
+        return False
+    widened = {"EPROTO"} if direction == "reply" else set()
+    later = set().union(*(set(allowed) for _, allowed in rules[1:])) | widened
+    return errno in set(rules[0][1]) | widened and errno not in later
+
+
 # ---- what each case lists ----------------------------------------------------------------------
 
 def vector_decode_requirements(vector, with_structs: bool = True) -> list[str]:
@@ -314,8 +328,9 @@ def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with
                                         vector: the rule model's first failing check, when the
                                         vector names it, else its own list; a variant or a
                                         property's example: its rule's), HDR-ORDER-1 when the
-                                        errno class was judged (`errno_judged`) and a later
-                                        check could have decided, and DEC-ROBUST-1
+                                        errno class was judged (`errno_judged`) and it is one
+                                        no later failing check gives (order_shown), and
+                                        DEC-ROBUST-1
       a valid message accepted          the fields compared (compared_requirements: structures
                                         only `with_structs`, the checksum only when the IUT
                                         reported one), what accepting it shows (a golden
@@ -330,7 +345,7 @@ def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with
         decided = rejection_requirement(vector.data, vector.direction, decode_declared(vector)) \
             if role == "vector" else list(vector.requirements)
         order = errno_judged and outcome.error in vector.accepted_errnos \
-            and order_chargeable(vector.data, vector.direction)
+            and order_shown(vector.data, vector.direction, outcome.error)
         return ordered(decided, [ORDER] if order else [], [ROBUST])
     compared = [r for r in compared_requirements(vector.expect, foreign(vector.data), with_structs)
                 if r != "CKSUM-1" or cksum_compared]
