@@ -187,6 +187,52 @@ def odd_struct_values():
     return OddStructValues()
 
 
+class RandomValues:
+    """The reference, except that about one successful result in three has one to three of its
+    values (the whole result, a member, an element) replaced by a JSON value of another kind:
+    null, a boolean, a float, NaN, a huge or negative integer, a string, a list, an object.
+    Which and where follow from the request (its `id` left out), so a case asked again gets
+    the same answer: whatever comes back, the case is judged (pass, fail or error), never
+    the suite's bug."""
+
+    ODD = [None, True, False, 1.5, float("nan"), -1, 2 ** 70, "zz", "", [], {}, [[1]], {"a": 1}, 0, "00"]
+
+    def __init__(self):
+        self.inner = make_testee(name="random values in results")
+
+    @staticmethod
+    def _places(value, path=()):
+        yield path
+        if isinstance(value, dict):
+            for k, v in value.items():
+                yield from RandomValues._places(v, path + (k,))
+        elif isinstance(value, list):
+            for i, v in enumerate(value[:8]):
+                yield from RandomValues._places(v, path + (i,))
+
+    def handle(self, request):
+        import json
+        import random
+        response = self.inner.handle(request)
+        draw = random.Random(json.dumps({k: v for k, v in request.items() if k != "id"}, sort_keys=True))
+        if request.get("op") == "hello" or not response.get("ok") or draw.random() >= 0.35:
+            return response
+        for _ in range(draw.randint(1, 3)):
+            path, value = draw.choice(list(self._places(response["result"]))), draw.choice(self.ODD)
+            if not path:
+                response["result"] = value
+                continue
+            holder = response["result"]
+            for step in path[:-1]:
+                holder = holder[step]
+            holder[path[-1]] = value
+        return response
+
+
+def random_values():
+    return RandomValues()
+
+
 class Unsteady:
     """A decoder that answers one input two ways: its third decode reports pb_transno one
     higher; every other decode, and the same input sent again, is right."""

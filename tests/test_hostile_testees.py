@@ -207,6 +207,17 @@ def test_any_json_value_in_a_structure_result_is_judged_not_a_suite_bug(run_cli,
         assert verdicts[view] == "fail" and "expected a list of field names" in run.case(view)["message"], verdicts
 
 
+def test_random_values_in_any_result_are_judged_never_a_suite_bug(run_cli, no_shrinking):
+    """Every case of every area against an IUT that puts values of the wrong kind anywhere in
+    about a third of its results (iuts.RandomValues): many cases fail, none is the suite's bug."""
+    run = run_cli("--iut", "python:iuts:random_values", examples=5)
+    verdicts = run.verdicts()
+    assert run.rc == 1, run.stdout[-2000:]
+    assert "error (suite)" not in verdicts.values(), [c for c, v in verdicts.items() if v == "error (suite)"]
+    assert "fail" in verdicts.values() and "pass" in verdicts.values()
+    assert {c.split(".")[0] for c in verdicts} >= {"framing", "structs", "target", "recovery"}
+
+
 def test_json_nested_too_deep_is_a_protocol_outcome():
     """100,000 nested arrays cannot be parsed (RecursionError); 200 can, but would break the
     code that judges and reports the result: both are protocol failures of the case."""
