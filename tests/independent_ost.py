@@ -28,7 +28,14 @@ Its choices (each a member of a set the rules allow):
   as reply data is (tgt_lookup_reply; RCV-REPLAY-1 allows either, never a mix);
 - `restart` reports no commit point; the replay queue's gap rule does the work (no transno
   is ever the next expected one, cp + 1, since transnos grow by 2);
-- with `forget=True`, a restart forgets the clients none of whose transactions committed;
+- with `forget=True`, a client's slot in last_rcvd is written as Lustre writes it
+  (tgt_client_new -> tgt_client_data_update): in a local transaction that commits with the
+  next commit of anything, and until it has, the client's transactions that take a transno
+  are synchronous (exp_need_sync: the first one commits everything before it).  A restart
+  forgets every client whose slot had not committed.  Under the `random` policy a commit may
+  also land just before a new client connects (so of two clients that connected one after the
+  other, the first may be remembered and the second forgotten); under `at-once` a slot
+  commits as it is written, and under `at-restart` with everything else before the crash;
 - with `old_creates=True`, an OST as those before 2.16 on a journalling back-end: it never
   grants OBD_CONNECT2_REPLAY_CREATE, and a create is a local transaction that commits in order
   with the others (it waits behind them and is lost at a restart with every transaction that
@@ -228,6 +235,8 @@ class Export:
     handle: int
     cookie: int = 0
     conn_cnt: int = 0
+    slot_seq: int = 0                     # when its last_rcvd slot was written (forget=True)
+    slot_durable: bool = True             # that write committed (forget=True: not until a commit)
     flags: int = 0
     flags2: int = 0
     last_xid: int = 0
@@ -258,6 +267,7 @@ class Txn:
     objects: dict                 # the live objects after it
     last_id: int
     reply: bytes | None = None    # its reply, kept for saved_replies
+    seq: int = 0                  # when it was made (a commit of it commits every slot written before)
 
 
 COMMIT_POLICIES = ("newer3", "at-once", "at-restart", "random")
@@ -293,6 +303,11 @@ class Target:
         self.lock_queue: list[Held] = []
         self.final_queue: list[Held] = []
         self.out: list[dict] = []
+        self.seq = 0                                # the order of transactions and slot writes
+
+    def tick(self) -> int:
+        self.seq += 1
+        return self.seq
 
     # -- transactions ----------------------------------------------------------------------
     def transact(self, exp: Export, xid: int, replay_transno: int = 0, versioned: int | None = None) -> int:
@@ -306,10 +321,16 @@ class Target:
         exp.last_trans_xid = xid
         if versioned is not None:
             self.objects[versioned]["version"] = t
-        self.made = Txn(t, exp.uuid, xid, copy.deepcopy(self.objects), self.last_id)
+        self.made = Txn(t, exp.uuid, xid, copy.deepcopy(self.objects), self.last_id, seq=self.tick())
         self.pending.append(self.made)
         self.settle()
+        if self.forget and not exp.slot_durable:   # exp_need_sync: this one is synchronous
+            self.commit_all()
         return t
+
+    def commit_all(self) -> None:
+        while self.pending:
+            self.commit(self.pending.pop(0))
 
     def settle(self) -> None:
         """Commit what the commit policy commits after a new transaction."""
@@ -326,6 +347,9 @@ class Target:
 
     def commit(self, txn: Txn) -> None:
         self.durable = (txn.objects, txn.last_id)
+        for exp in self.exports.values():
+            if exp.slot_seq < txn.seq:
+                exp.slot_durable = True
         if not txn.transno:
             return                                  # a local transaction: no last_rcvd update
         self.last_committed = max(self.last_committed, txn.transno)
@@ -339,7 +363,8 @@ class Target:
         """A local transaction (a create without REPLAY_CREATE): on disk at once, or (with
         `old_creates`) committed in order with the transactions around it."""
         if self.old_creates:
-            self.pending.append(Txn(0, exp.uuid if exp else "", xid, copy.deepcopy(self.objects), self.last_id))
+            self.pending.append(Txn(0, exp.uuid if exp else "", xid, copy.deepcopy(self.objects), self.last_id,
+                                    seq=self.tick()))
             self.settle()
             return
         objects, _ = self.durable
@@ -364,8 +389,9 @@ class Target:
 
     def restart(self) -> dict:
         if self.policy == "at-restart":
-            while self.pending:
-                self.commit(self.pending.pop(0))
+            self.commit_all()
+            for exp in self.exports.values():
+                exp.slot_durable = True             # the back-end caught up before the crash
         objects, last_id = self.durable
         self.objects, self.last_id = copy.deepcopy(objects), last_id
         self.pending = []
@@ -374,7 +400,7 @@ class Target:
         self.cookies = {}
         kept = {}
         for uuid, exp in self.exports.items():
-            if self.forget and not exp.last_committed:
+            if self.forget and not exp.slot_durable:
                 continue
             kept[uuid] = Export(uuid, exp.handle, flags=exp.flags, flags2=exp.flags2, conn_cnt=exp.conn_cnt,
                                 last_committed=exp.last_committed, last_trans_xid=exp.committed_xid,
@@ -520,7 +546,13 @@ class Target:
         if exp is None:
             if self.recovering:
                 return self.reject(order, body, "EBUSY")
+            if self.forget and self.policy == "random" and self.rng.random() < 0.4:
+                self.commit_all()                   # a commit lands just before this client's slot is written
+                for other in self.exports.values():
+                    other.slot_durable = True
             exp = self.exports[uuid] = Export(uuid, handle)
+            if self.forget:
+                exp.slot_seq, exp.slot_durable = self.tick(), self.policy == "at-once"
         elif not exp.cookie:                             # remembered across a restart
             if cnt == 1 or cnt <= exp.conn_cnt:
                 return self.reject(order, body, "EALREADY")

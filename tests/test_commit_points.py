@@ -102,3 +102,29 @@ def test_the_commit_policies_commit_where_they_say():
     assert seen["random"][0] in range(5)
     with pytest.raises(ValueError, match="commit policy"):
         independent_ost.Target(commit="sometimes")
+
+
+@pytest.mark.parametrize("old_creates", [False, True], ids=["replay-create", "old-creates"])
+def test_scenarios_hold_when_a_client_without_a_transno_is_forgotten(old_creates):
+    """Lustre writes a client's slot in last_rcvd at its connect in a local transaction that
+    commits with the next commit of anything; only the client's first transaction with a transno
+    is synchronous until then (tgt_client_data_update, exp_need_sync).  So a restart may forget
+    a client no reply had given a transno.  The independent OST with `forget=True` writes slots
+    that way, under every commit policy (the random one may commit just before a connect): each
+    scenario passes, or is not applicable because such a client was forgotten
+    (scenario.ClientForgotten), never fails; a client that had a transno is always remembered,
+    so a scenario whose every client had one (recovery.replay.one-client) is always judged."""
+    forgotten, runs = set(), 0
+    for commit in independent_ost.COMMIT_POLICIES:
+        for seed in range(1, 7) if commit == "random" else (1,):
+            adapter = started(independent_ost.Testee(forget=True, commit=commit, seed=seed, old_creates=old_creates))
+            for s in SCENARIOS:
+                try:
+                    problems = scen.run(s, adapter)[0]
+                except scen.ClientForgotten:
+                    forgotten.add(s.id)
+                    continue
+                runs += 1
+                assert not problems, (commit, seed, s.id, problems)
+    assert runs > 8 * len(SCENARIOS)
+    assert forgotten and "recovery.replay.one-client" not in forgotten, forgotten

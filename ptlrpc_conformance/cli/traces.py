@@ -86,6 +86,10 @@ def cmd_record_trace(argv: list[str]) -> int:
         except (record.RecordError, scenarios.TargetError) as e:
             print(f"ptlrpc-conformance record-trace: {chosen.id}: {e}", file=sys.stderr)
             return EXIT_FAIL
+        except scenarios.ScenarioNotApplicable as e:
+            print(f"ptlrpc-conformance record-trace: {chosen.id} cannot be recorded against {adapter.hello.name} "
+                  f"in this run (not applicable, not a failure): {e}", file=sys.stderr)
+            return EXIT_FAIL
     if args.out == "-":
         sys.stdout.write(text)
     else:

@@ -53,7 +53,7 @@ def test_scenario(scenario_vector, iut, need, conclude, run_settings):
     try:
         problems, records = scen.run(scenario_vector, iut, reconstruct=run_settings.reconstruct,
                                      judged=judged, release=run_settings.release)
-    except (scen.RecoveryDisabled, scen.LastIdOutOfReach) as e:
+    except scen.ScenarioNotApplicable as e:
         pytest.skip(NOT_APPLICABLE_PREFIX + str(e))
     except TargetError as e:
         conclude(judge.Judgement(judge.ERROR, f"{scenario_vector.id}: the target could not carry out an operation: {e}"))

@@ -73,12 +73,28 @@ class TargetError(Exception):
     """The testee could not carry out an operation (crash, timeout, protocol error, refusal)."""
 
 
-class RecoveryDisabled(Exception):
+class ScenarioNotApplicable(Exception):
+    """The scenario cannot be judged against this target in this run, for a reason the rules
+    allow (one of the classes below): its case is not applicable, never failed."""
+
+
+class RecoveryDisabled(ScenarioNotApplicable):
     """The target runs with recovery disabled (declared in its hello, or shown by its connect
     replies) and the scenario judges recovery: not applicable to it (docs/target-rules.md §4)."""
 
 
-class LastIdOutOfReach(Exception):
+class ClientForgotten(ScenarioNotApplicable):
+    """A client that no reply had given a transno was forgotten at a restart: its reconnect
+    into recovery got ERR -EBUSY (another client keeps the target recovering) or a new export
+    without MSG_CONNECT_RECOVERING (nobody was remembered: no recovery).  Lustre may do that:
+    a client's slot in last_rcvd is written at its connect in a local transaction that commits
+    with the next commit of anything, and only its first transaction with a transno is made
+    synchronous until then (tgt_client_data_update, exp_need_sync); a restart before that
+    commit forgets it (tgt_clients_data_init).  The scenario's recovery cannot be judged in
+    this run: not applicable (docs/target-rules.md §7)."""
+
+
+class LastIdOutOfReach(ScenarioNotApplicable):
     """The target's first create was refused REPLY -EINVAL as 20000 or more below its LAST_ID,
     as an OST before 2.16 answers (ofd_create_hdl; the release fact create_trusts_last_id
     false): the scenario cannot learn LAST_ID, so it cannot name objects (docs/target-rules.md
@@ -281,6 +297,14 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
         reply, deferred = exchange(adapter, st.client, st.xid, data)
         rec = Record(n, st.client, st.xid, data, reply, st.note)
         records.append(rec)
+        if crashes and not problems and _reconnect_into_recovery(st.expectation) \
+                and not any(scenario.steps[m - 1].client == st.client and steps.transno(m)
+                            for m in range(1, crashes[-1][0])) \
+                and _forgotten(reply):
+            raise ClientForgotten(f"{scenario.id}: the target forgot {st.client} at the restart of step "
+                                  f"{crashes[-1][0]} (its reconnect, step {n}: {_describe(reply)}); no reply had "
+                                  f"given it a transno, so its slot in last_rcvd may not have committed "
+                                  f"(tgt_client_data_update): the scenario's recovery cannot be judged in this run")
         if reply is None and st.later:
             steps.defer(n, st.client, st.xid, data)
             steps.outcomes[n] = "waiting"       # until its reply comes
@@ -303,6 +327,32 @@ def run(scenario: Scenario, adapter, reconstruct: bool = False,
     if judged is not None:
         judged += steps.judged
     return problems, records
+
+
+def _reconnect_into_recovery(expect) -> bool:
+    """The step is a reconnect the scenario expects to find the target recovering (RCV-CONN-1
+    with MSG_CONNECT_RECOVERING among the flags an outcome requires)."""
+    alternatives = expect.alternatives if isinstance(expect, AnyOf) else [("", expect)] if expect else []
+    return any(e.requirement == "RCV-CONN-1" and e.op_flags_all & wire.C("MSG_CONNECT_RECOVERING")
+               for _, e in alternatives)
+
+
+def _forgotten(reply: bytes | None) -> bool:
+    """The connect's reply says the target does not know the client: ERR -EBUSY, or a new
+    export outside recovery (REPLY 0 without MSG_CONNECT_RECOVERING)."""
+    rep, _ = wire.try_parse(reply, "reply") if reply is not None else (None, None)
+    if rep is None:
+        return False
+    body = rep.body
+    if body["pb_type"] == wire.C("PTL_RPC_MSG_ERR"):
+        return rep.status == -spec.errno_value("EBUSY")
+    return (body["pb_type"] == wire.C("PTL_RPC_MSG_REPLY") and rep.status == 0
+            and not body["pb_op_flags"] & wire.C("MSG_CONNECT_RECOVERING"))
+
+
+def _describe(reply: bytes | None) -> str:
+    rep, why = wire.try_parse(reply, "reply") if reply is not None else (None, "no reply")
+    return rep.describe() if rep is not None else why
 
 
 def first_failure(problems: list[str]) -> list[str]:
