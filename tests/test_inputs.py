@@ -103,6 +103,18 @@ MALFORMED_SCENARIOS = [
      "step 1: 'expect' must be a mapping"),
     ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect": {"type": ["ERR"]}}]},
      "step 1: expect.type must be REPLY or ERR"),
+    # found by a fuzzer: each reached the judge (an 'error (suite)', exit 6) before it was named here
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect": {"status": ""}}]},
+     "step 1: expect.status must be an integer (the signed pb_status) or null"),
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect": {"op_flags_all": "5"}}]},
+     "step 1: expect.op_flags_all must be a non-negative integer"),
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect": {"handle": 1}}]},
+     "step 1: expect.handle must be nonzero, zero or null"),
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect": {"struct": "no_such_struct"}}]},
+     "step 1: expect.struct must be a structure name (a string)"),
+    ({"steps": [{"client": "c1", "xid": 1, "request": "00", "expect_any": [
+        {"outcome": "a", "status": 0}, {"outcome": "b", "requirement": ["TGT-ERR-2"]}]}]},
+     "step 1: expect_any 2: expect.requirement must be a requirement id (a string)"),
 ]
 
 

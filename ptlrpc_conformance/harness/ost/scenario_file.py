@@ -150,8 +150,30 @@ def _check_expect_dict(d: dict, where: str, problems: list[str], allow: set) -> 
     for key in ("fields", "fields_if_valid"):
         if key in d and not isinstance(d[key], dict):
             problems.append(f"{where}: expect.{key} must be a mapping")
-    return not bad and d.get("type") in (None, "REPLY", "ERR") and d.get("transno", "any") in ("zero", "nonzero", "any") \
+    # every other member's kind, so that a wrong one is named here, not met by the judge
+    wrong = [f"{where}: expect.{key} must be {what}" for key, what, good in (
+        ("reply", "none", lambda v: v == "none"),
+        ("status", "an integer (the signed pb_status) or null", lambda v: v is None or _int(v)),
+        ("op_flags_all", "a non-negative integer", lambda v: _int(v) and v >= 0),
+        ("op_flags_none", "a non-negative integer", lambda v: _int(v) and v >= 0),
+        ("handle", "nonzero, zero or null", lambda v: v in (None, "nonzero", "zero")),
+        ("requirement", "a requirement id (a string)", lambda v: isinstance(v, str) and v),
+        ("why", "a string", lambda v: isinstance(v, str)),
+        ("struct", "a structure name (a string)", lambda v: v is None or (isinstance(v, str) and _known_struct(v))),
+        ("outcome", "a non-empty string", lambda v: isinstance(v, str) and v)) if key in d and not good(d[key])]
+    problems.extend(wrong)
+    return not bad and not wrong and d.get("type") in (None, "REPLY", "ERR") \
+        and d.get("transno", "any") in ("zero", "nonzero", "any") \
         and all(isinstance(d[k], dict) for k in ("fields", "fields_if_valid") if k in d)
+
+
+def _known_struct(name: str) -> bool:
+    from ptlrpc_conformance.spec import layouts
+    try:
+        layouts.canonical(name)
+    except KeyError:
+        return False
+    return True
 
 
 def _parse_step(raw, where: str, problems: list[str]) -> Step | None:
