@@ -239,6 +239,19 @@ def test_known_failures_options_are_checked_before_the_run(run_cli, args, text):
     assert not (run.out / "report.json").exists()
 
 
+@pytest.mark.parametrize("value", ["0", "''", "{}", "false"])
+def test_entries_that_are_not_a_list_are_named_not_a_traceback(tmp_path, value):
+    """`entries: 0` and the like read as "no entry" once, and then a loosening update had
+    nothing to add its entries to (AttributeError, found by a fuzzer): they are refused where
+    they are.  `entries:` with nothing after it is an empty list."""
+    kf = tmp_path / "kf.yaml"
+    kf.write_text(f"format: {gate.FORMAT}\nentries: {value}\n")
+    with pytest.raises(gate.GateError, match="'entries' must be a list"):
+        gate.load(kf)
+    kf.write_text(f"format: {gate.FORMAT}\nentries:\n")
+    assert gate.load(kf) == []
+
+
 def test_a_requirement_entry_covers_the_failures_charged_to_it():
     """`- id: REQ` accepts failures charged to REQ (failed_requirements), wherever the case
     lists it; a case that lists REQ but failed on another requirement is a new failure."""

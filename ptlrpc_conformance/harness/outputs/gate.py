@@ -125,9 +125,11 @@ def load(path: str | pathlib.Path, allow_empty: bool = False) -> list[Entry]:
         data = {"format": FORMAT, "entries": []}
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise GateError([f"{p}: not a known-failures file (expected 'format: {FORMAT}')"])
-    raw = data.get("entries") or []
+    raw = data.get("entries")
     problems, entries = [], []
-    if not isinstance(raw, list):
+    if raw is None:                     # `entries:` with nothing after it: no entry yet
+        raw = []
+    if not isinstance(raw, list):       # a 0, "", {} or false too: update() could not add to it
         raise GateError([f"{p}: 'entries' must be a list"])
     for i, e in enumerate(raw):
         line = _line_of(text, i)
