@@ -132,6 +132,92 @@ def test_replays_judged_against_the_transnos_the_replies_gave():
     assert findings["CLI-REPLAY-1"].verdict == findings["CLI-REPLAY-3"].verdict == findings["CLI-REPLAY-4"].verdict == "pass"
 
 
+def _late_create(received: bool) -> list:
+    """A create whose reply (transno 11, last committed 10) the target sent late (serve's
+    `delay`), then a ping, a restart and a reconnect into recovery; a client that got the late
+    reply (`received`) replays transno 11 with its pb_last_xid past the create, one that gave up
+    on it resends the create after the replay phase."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"])
+    events.append(cj.Sent(xid, data, None, "delay", reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    if not received:
+        c.unreplied.add(xid)
+    x2, ping = c.request("OBD_PING")
+    events.append(cj.Sent(x2, ping, reply(last_committed=10, opc=wire.C("OBD_PING"))))
+    events.append(cj.Restart())
+    x3, data3 = c.connect()
+    events.append(cj.Sent(x3, data3, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECOVERING"),
+                                           last_committed=10, opc=wire.C("OST_CONNECT"))))
+    if received:
+        _, again = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"], xid=xid, flags=cj.MSG_REPLAY, transno=11)
+        events.append(cj.Sent(xid, again, reply(transno=11, last_committed=10, opc=wire.C("OST_CREATE"))))
+    x4, done = c.request("OBD_PING", flags=cj.REQ_REPLAY_DONE | cj.LOCK_REPLAY_DONE)
+    events.append(cj.Sent(x4, done, reply(opc=wire.C("OBD_PING"))))
+    if not received:
+        _, again = c.request("OST_CREATE", [b"\0" * 8 + b"\x0b"], xid=xid, flags=cj.MSG_RESENT)
+        events.append(cj.Sent(xid, again, reply(transno=13, last_committed=10, opc=wire.C("OST_CREATE"))))
+    return events
+
+
+@pytest.mark.parametrize("received", [True, False], ids=["received", "given-up"])
+def test_a_late_reply_may_have_reached_the_client_or_not(received):
+    """A reply serve sent after a delay reaches a Lustre client whose timeout is longer (5 s
+    or more with adaptive timeouts): it is then answered (pb_last_xid may pass it, and its
+    transno is replayed); or the client gave up on it and resends it.  Both pass.  Before,
+    the first was charged to CLI-LASTXID-1, CLI-RESEND-1 and CLI-REPLAY-1."""
+    findings = cj.judge(_late_create(received))
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    assert findings["CLI-REPLAY-4"].verdict == "pass"
+
+
+def test_a_ping_answered_einprogress_is_not_retried_and_the_next_ping_is_new():
+    """Lustre never retries a ping after -EINPROGRESS (rq_no_resend): the next ping, the same
+    content under a new XID, is a new request, not a retry that lacks MSG_RESENT."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OBD_PING")
+    events.append(cj.Sent(xid, data, reply(pb_type=wire.ERR, status=cj.EINPROGRESS, opc=wire.C("OBD_PING")), "einprogress"))
+    x2, again = c.request("OBD_PING")
+    events.append(cj.Sent(x2, again, reply(opc=wire.C("OBD_PING"))))
+    assert not failures(cj.judge(events))
+
+
+def test_requests_in_flight_when_an_err_enotconn_came_may_reach_the_target_before_the_reconnect():
+    """Two requests on their way; the first is answered ERR -ENOTCONN; the second, sent with the
+    same count, reaches the target before the reconnect: allowed (ptlrpc_set_import_discon).
+    Resending the ERR'd one before the reconnect is not."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xa, a = c.request("OBD_PING")
+    xb, b = c.request("OST_STATFS")
+    notconn = reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OBD_PING"))       # -ENOTCONN
+    events.append(cj.Sent(xa, a, notconn))
+    events.append(cj.Sent(xb, b, reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OST_STATFS"))))
+    x2, again = c.connect()
+    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    assert not failures(cj.judge(events))
+    early = events[:2] + [cj.Sent(xa, c.request("OBD_PING", xid=xa, flags=cj.MSG_RESENT, conn_cnt=1)[1], None)]
+    assert failures(cj.judge(early)) == {"CLI-ERR-1": 2}
+
+
+def test_a_request_packed_before_a_reconnect_may_arrive_after_it():
+    """ptl_send_rpc reads the import's count long before LNet sends: a request packed with the
+    old count and a lower XID than the reconnect's may reach the target after it (CLI-CONN-2
+    allows it, with the handle it had); one packed after it (a higher XID) may not."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xs, straggler = c.request("OBD_PING")                  # count 1, packed now
+    x2, again = c.connect()                                 # count 2
+    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    events.append(cj.Sent(xs, straggler, reply(opc=wire.C("OBD_PING"))))
+    assert not failures(cj.judge(events))
+    xl, late = c.request("OBD_PING", conn_cnt=1)             # a higher XID than the reconnect's
+    assert failures(cj.judge(events + [cj.Sent(xl, late, reply(opc=wire.C("OBD_PING")))])) == {"CLI-CONN-2": 3}
+
+
 def test_an_unreadable_request_names_its_exchange():
     _, events = connected()
     events.append(cj.Sent(9, b"\x00" * 12, None))

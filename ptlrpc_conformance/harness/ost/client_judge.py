@@ -28,6 +28,10 @@ CONNECT_INITIAL = C("MSG_CONNECT_INITIAL")
 CONNECT_RECOVERING = C("MSG_CONNECT_RECOVERING")
 CONNECT_RECONNECT = C("MSG_CONNECT_RECONNECT")
 CONNECTS = (C("OST_CONNECT"), C("OST_DISCONNECT"))
+# requests a Lustre client never retries after -EINPROGRESS (rq_no_resend: ptlrpc_prep_ping,
+# ptlrpc_disconnect_prep_req; OST_STATFS may be sent with OBD_STATFS_NODELAY, which gives up):
+# the next one is a new request of the same content, not a retry (after_reply, client.c)
+NOT_RETRIED = (C("OBD_PING"), C("OST_DISCONNECT"), C("OST_STATFS"))
 # ptlrpc_recoverable_error: the statuses after which the client reconnects and resends the
 # request with the same XID (ptlrpc_request_handle_notconn)
 RECOVERABLE = (-spec.errno_value("ENOTCONN"), -spec.errno_value("ENODEV"))
@@ -49,6 +53,9 @@ class Sent:
     data: bytes                   # the lustre_msg_v2 the client sent
     reply: bytes | None = None    # the reply delivered to the client; None: none reached it
     fault: str = ""               # what the suite did ("", "drop-request", "drop-reply", "delay", "einprogress")
+    late: bytes | None = None     # a reply sent after a delay: it reached the client or not, in
+                                  # time or not (its timeout is its own: 5 s or more with adaptive
+                                  # timeouts, at_est2timeout), so either outcome is allowed
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,7 @@ class _Request:
     xid: int
     msg: wire.Message
     reply: wire.Message | None
+    late: wire.Message | None = None
 
     @property
     def opc(self) -> int:
@@ -124,7 +132,8 @@ def _read(events) -> list:
         if msg is None:
             raise UnreadableRequest(f"exchange {i}: the client's request is not a readable lustre_msg_v2: {err}")
         rep = wire.try_parse(e.reply, "reply")[0] if e.reply is not None else None
-        out.append(_Request(i, e.xid, msg, rep))
+        late = wire.try_parse(e.late, "reply")[0] if e.late is not None and e.reply is None else None
+        out.append(_Request(i, e.xid, msg, rep, late))
     return out
 
 
@@ -142,8 +151,13 @@ def judge(events) -> dict[str, Finding]:
     einprogress: dict[tuple, int] = {}       # content -> XID answered -EINPROGRESS, not yet retried
     handle = 0                               # the export handle of the last successful connect reply
     conn_cnt: int | None = None              # pb_conn_cnt of the last connect sent
+    before: tuple[int, int] | None = None    # (pb_conn_cnt, handle) before that connect: a request
+                                             # packed then may reach the target after it (ptl_send_rpc
+                                             # reads imp_conn_cnt unlocked, long before LNet sends)
     committed = 0                            # the highest pb_last_committed delivered
+    late_committed = 0                       # ... or perhaps delivered, by a late reply
     transnos: dict[int, int] = {}            # xid -> transno its reply gave (uncommitted candidates)
+    late_transnos: dict[int, int] = {}       # xid -> transno a late reply gave (replayed or not)
     restarted = False
     recovery: dict | None = None             # the replay phase after a reconnect to a recovering target
     must_reconnect: _Request | None = None   # an ERR -ENOTCONN/-ENODEV answered this request
@@ -162,6 +176,8 @@ def judge(events) -> dict[str, Finding]:
             state[r.xid] = "open"
             j.ok("CLI-XID-1")
             retried = einprogress.pop(r.content, None)
+            if retried is not None and r.opc in NOT_RETRIED:
+                retried = None                  # never retried: a new request of the same content
             if retried is not None:
                 j.check("CLI-ERR-2", r.flags(MSG_RESENT), i,
                         f"the retry of XID {retried:#x} (answered -EINPROGRESS) has a new XID but no "
@@ -173,7 +189,7 @@ def judge(events) -> dict[str, Finding]:
             del einprogress[r.content]
             state[r.xid] = "open"               # sent again, it awaits a reply again
             j.fail("CLI-ERR-2", i, f"the retry after -EINPROGRESS keeps XID {r.xid:#x}: Lustre gives it a new one")
-        elif state[r.xid] == "answered" and r.flags(MSG_RESENT) and not r.flags(MSG_REPLAY):
+        elif state[r.xid] in ("answered", "late") and r.flags(MSG_RESENT) and not r.flags(MSG_REPLAY):
             # a resend of a request whose reply the target sent: the reply may have come after
             # the client's deadline, when its buffer was already unlinked (ptlrpc_expire_one_request,
             # ptlrpc_unregister_reply), so the client still awaited it: a resend like any other
@@ -182,7 +198,7 @@ def judge(events) -> dict[str, Finding]:
         elif state[r.xid] != "open" and not r.flags(MSG_REPLAY):
             j.fail("CLI-XID-1", i, f"XID {r.xid:#x} was answered at or after exchange {first.index} "
                                    f"and is sent again without MSG_REPLAY or MSG_RESENT")
-        elif state[r.xid] == "open":
+        elif state[r.xid] == "open" or (state[r.xid] == "late" and not r.flags(MSG_REPLAY)):
             j.check("CLI-RESEND-1", r.flags(MSG_RESENT), i,
                     f"XID {r.xid:#x} (first sent at exchange {first.index}, no reply reached the client) "
                     f"is sent again without MSG_RESENT (flags {body['pb_flags']:#x})")
@@ -203,11 +219,16 @@ def judge(events) -> dict[str, Finding]:
                 j.check("CLI-CONN-2", body["pb_conn_cnt"] > conn_cnt, i,
                         f"the connect after one with pb_conn_cnt {conn_cnt} carries {body['pb_conn_cnt']}, "
                         f"not more")
+            before = (conn_cnt, handle, r.xid) if conn_cnt is not None else None
             conn_cnt = body["pb_conn_cnt"]
         elif conn_cnt is not None:
-            j.check("CLI-CONN-2", body["pb_conn_cnt"] == conn_cnt, i,
-                    f"pb_conn_cnt {body['pb_conn_cnt']} is not {conn_cnt}, the count of the last connect")
-            j.check("CLI-CONN-3", body["pb_handle"] == handle, i,
+            # XIDs are given as requests are sent for the first time: one packed before the
+            # connect has a lower XID than the connect's
+            straggler = before is not None and body["pb_conn_cnt"] == before[0] != conn_cnt and r.xid < before[2]
+            j.check("CLI-CONN-2", body["pb_conn_cnt"] == conn_cnt or straggler, i,
+                    f"pb_conn_cnt {body['pb_conn_cnt']} is not {conn_cnt}, the count of the last connect"
+                    + (f" (nor {before[0]}, that of the one before it)" if before else ""))
+            j.check("CLI-CONN-3", body["pb_handle"] == (before[1] if straggler else handle), i,
                     f"pb_handle {body['pb_handle']:#x} is not the export handle {handle:#x} of the last connect reply")
 
         if r.opc == CONNECTS[1]:
@@ -223,12 +244,18 @@ def judge(events) -> dict[str, Finding]:
             j.check("CLI-LASTXID-1", body["pb_last_xid"] < low, i,
                     f"pb_last_xid {body['pb_last_xid']:#x} is not below XID {low:#x}, which still awaits its reply")
 
-        # -- CLI-ERR-1: after ERR -ENOTCONN/-ENODEV the next request is a connect
+        # -- CLI-ERR-1: after ERR -ENOTCONN/-ENODEV the next request is a connect, but for
+        # requests already on their way when the ERR came (ptlrpc_set_import_discon reconnects
+        # for the first ERR only; the target may read the others after it)
         if must_reconnect is not None:
-            j.check("CLI-ERR-1", is_connect, i,
-                    f"after ERR {must_reconnect.reply.status} to exchange {must_reconnect.index} the client "
-                    f"sends opc {r.opc} before reconnecting")
-            must_reconnect = None
+            # on its way: a first send (a new XID), never a resend, with the count the ERR'd one had
+            in_flight = (not is_connect and first is None and not r.flags(MSG_RESENT)
+                         and body["pb_conn_cnt"] == must_reconnect.msg.body["pb_conn_cnt"])
+            if not in_flight:
+                j.check("CLI-ERR-1", is_connect, i,
+                        f"after ERR {must_reconnect.reply.status} to exchange {must_reconnect.index} the client "
+                        f"sends opc {r.opc} (pb_conn_cnt {body['pb_conn_cnt']}) before reconnecting")
+                must_reconnect = None
 
         # -- CLI-REPLAY-*: the replay phase after a reconnect to a recovering target
         replay = r.flags(MSG_REPLAY)
@@ -236,7 +263,8 @@ def judge(events) -> dict[str, Finding]:
             done = r.flags(REQ_REPLAY_DONE | LOCK_REPLAY_DONE)
             if replay:
                 t = body["pb_transno"]
-                original = xids[r.xid] if r.xid in transnos else None
+                given = transnos.get(r.xid, late_transnos.get(r.xid))
+                original = xids[r.xid] if given is not None else None
                 if t <= recovery["committed"]:
                     j.fail("CLI-REPLAY-3", i, f"replays transno {t:#x}, which pb_last_committed "
                                               f"{recovery['committed']:#x} covered")
@@ -246,9 +274,9 @@ def judge(events) -> dict[str, Finding]:
                             f"replays transno {t:#x} after transno {recovery['last']:#x}")
                     recovery["last"] = max(recovery["last"], t)
                 if original is not None:
-                    j.check("CLI-REPLAY-1", t == transnos[r.xid], i,
+                    j.check("CLI-REPLAY-1", t == given, i,
                             f"the replay of XID {r.xid:#x} carries transno {t:#x}, its reply gave "
-                            f"{transnos[r.xid]:#x}")
+                            f"{given:#x}")
                 else:
                     j.fail("CLI-REPLAY-1", i, f"a replay under XID {r.xid:#x}, which no request answered with "
                                               f"a transno had: a replay keeps its request's XID")
@@ -269,6 +297,15 @@ def judge(events) -> dict[str, Finding]:
 
         # -- what came back
         rep = r.reply
+        if rep is None and r.late is not None and not is_connect and state.get(r.xid) == "open":
+            # a late reply: the client may have had it (then it replays its transno, and knows
+            # its last committed) or not (then the request is still unanswered)
+            state[r.xid] = "late"
+            lb = r.late.body
+            if lb["pb_type"] == wire.REPLY and r.late.status != EINPROGRESS:
+                late_committed = max(late_committed, lb["pb_last_committed"])
+                if lb["pb_transno"] and not replay:
+                    late_transnos[r.xid] = lb["pb_transno"]
         if rep is None:
             continue
         rb = rep.body
@@ -299,7 +336,9 @@ def judge(events) -> dict[str, Finding]:
             # a reconnect to a target that restarted begins the replay phase; one to a target
             # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)
             if restarted and recovery is None and rb["pb_op_flags"] & CONNECT_RECOVERING:
-                expected = {t for t in transnos.values() if t > committed}
+                # owed: what the client surely holds uncommitted (a late reply's last committed
+                # may have reached it); it may also replay a late reply's transno
+                expected = {t for t in transnos.values() if t > max(committed, late_committed)}
                 recovery = {"committed": committed, "expected": expected, "replayed": set(), "last": 0}
                 restarted = False
     if recovery is not None:

@@ -493,7 +493,9 @@ class Server:
             return False
         self.counts["replies"] += 1
         if entry is not None and "delay" not in kinds:
-            entry["reply"] = out.payload      # a delayed reply is late: the client gave up on it
+            entry["reply"] = out.payload
+        elif entry is not None:
+            entry["late_reply"] = out.payload  # late: the client may have given up on it, or not
         return True
 
     def _draw_faults(self) -> list[Fault]:
