@@ -142,6 +142,44 @@ def test_early_reply_then_real_reply_keeps_the_last(tmp_path):
     assert trace.messages == 5
 
 
+def _at_request() -> bytes:
+    """A request whose lm_flags ask for adaptive timeouts (its final reply goes at
+    lustre_msg_early_size, its early replies at 0)."""
+    from ptlrpc_conformance.harness.ost.client import Client
+    return Client("at", handle=7).request("OST_PUNCH")[1]
+
+
+def test_an_early_reply_alone_leaves_its_request_in_flight(tmp_path):
+    """An early reply (offset 0) to a request that asked for adaptive timeouts is not its
+    reply: a capture that ends before the final one has the request in flight, and
+    check-trace does not judge the early reply's transno 0 as the reply's (TGT-TRANSNO-2
+    against a real OST whose punch was slow, found by a review of reply_in_callback)."""
+    request = _at_request()
+    assert pcap.reply_offset(request) == pcap.EARLY_SIZE
+    buf = io.BytesIO()
+    w = pcap.PcapWriter(buf)
+    c = w.connection("127.0.0.2")
+    c.put(True, 28, 9, request)
+    c.put(False, 4, 9, SMALL[1])                            # early, at offset 0
+    w.close()
+    path = tmp_path / "t.pcap"
+    path.write_bytes(buf.getvalue())
+    assert [r["reply"] for r in pcap.read_pcap(path)] == [None]
+    buf = io.BytesIO()
+    w = pcap.PcapWriter(buf)
+    c = w.connection("127.0.0.2")
+    c.put(True, 28, 9, request)
+    c.put(False, 4, 9, SMALL[1])                            # early
+    c.put(False, 4, 9, SMALL[2], offset=pcap.EARLY_SIZE)    # final
+    c.put(False, 4, 9, SMALL[3])                            # an early reply after it changes nothing
+    w.close()
+    path.write_bytes(buf.getvalue())
+    assert [r["reply"] for r in pcap.read_pcap(path)] == [SMALL[2]]
+    # the writer puts a final reply where a server does, so what it writes reads back
+    pcap.write_pcap(path, [{"client": "127.0.0.2@tcp", "xid": 9, "request": request, "reply": SMALL[2]}])
+    assert [r["reply"] for r in pcap.read_pcap(path)] == [SMALL[2]]
+
+
 def test_resent_request_pairs_with_the_reply_after_it(tmp_path):
     buf = io.BytesIO()
     w = pcap.PcapWriter(buf)

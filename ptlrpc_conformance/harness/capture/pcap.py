@@ -7,8 +7,9 @@ reassembled (segments out of order, retransmitted or overlapping; several messag
 segment; one message over many segments), then split into socklnd messages.  Each LNet PUT
 is classified by its portal: a reply portal makes it a reply, a bulk portal (8, 14, 33) is
 bulk data and skipped, any other portal a request.  A reply pairs with the latest request of
-the same client (its source NID), server and match bits; when several replies answer one
-request (Lustre's early replies come before the real one), the last one is kept.  Records
+the same client (its source NID), server and match bits; an early reply (a PUT at offset 0 to a
+request that asked for adaptive timeouts: `early_reply`) is not its reply, and leaves it in
+flight until the final one comes; when several replies answer one request, the last one is kept.  Records
 come in capture order of their requests, each with the number of the packet that completed
 its request.  Requests a server sends a client (LDLM callbacks, portal 15) are paired with
 their replies but are not records.  GET, ACK, REPLY and NOOP messages carry no PtlRPC
@@ -33,12 +34,40 @@ import struct
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterable, Iterator
 
+from ptlrpc_conformance import spec
 from ptlrpc_conformance.harness.capture.socklnd import (
     BULK_PORTALS, LNET_MSG_PUT, LnetMessage, OSC_REPLY_PORTAL, OST_REQUEST_PORTAL,
     REPLY_PORTALS, SERVER_REQUEST_PORTALS, SOCKLND_PORT, TraceError, acceptor_connreq,
     frame, ksock_hello, ksock_lnet_put, make_nid, parse_nid)
 
 MSS = 65483                      # Linux loopback MSS with TCP timestamps (MTU 65536)
+_HDR = spec.layout("lustre_msg_v2")
+_MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
+_AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
+
+
+def _round8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+# pack_generic.c: lustre_msg_early_size: the header with one buffer, then a ptlrpc_body
+EARLY_SIZE = (_round8(_HDR.field("lm_buflens").offset + _HDR.field("lm_buflens").elem_size)
+              + _round8(spec.layout("ptlrpc_body_v3").size))
+
+
+def reply_offset(request: bytes) -> int:
+    """Where the final reply to `request` goes: lustre_msg_early_size when its lm_flags hold
+    MSGHDR_AT_SUPPORT (read in the sender's byte order, told by lm_magic), else 0
+    (sec_null.c: null_authorize); a server's early replies go to offset 0
+    (service.c: ptlrpc_at_send_early_reply), and the client tells them apart by the offset
+    alone (events.c: reply_in_callback).  A message too short or of another magic: 0."""
+    magic, flags = _HDR.field("lm_magic"), _HDR.field("lm_flags")
+    if len(request) < _HDR.field("lm_buflens").offset:
+        return 0
+    order = next((o for o in ("little", "big") if int.from_bytes(request[magic.offset:magic.end], o) == _MSG_MAGIC), None)
+    if order is None:
+        return 0
+    return EARLY_SIZE if int.from_bytes(request[flags.offset:flags.end], order) & _AT_SUPPORT else 0
 _TCP_FIN, _TCP_SYN, _TCP_RST, _TCP_PSH, _TCP_ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 _BASE_TIME = 1_767_225_600       # 2026-01-01T00:00:00Z: fixed, so the same input gives the same file
 
@@ -248,7 +277,7 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
         for p in list(pending):
             if force or p[0] <= 0:
                 pending.remove(p)
-                p[1].put(False, p[2], p[3], bytes(p[4]), segment)
+                p[1].put(False, p[2], p[3], bytes(p[4]), segment, offset=p[5])
 
     with open(path, "wb") as f:
         w = PcapWriter(f)
@@ -268,7 +297,7 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
                 for g in group:
                     if g.get("reply") is not None:
                         conn.put(False, g.get("reply_portal", reply_portal), g.get("reply_bits", g["xid"]),
-                                 bytes(g["reply"]), segment)
+                                 bytes(g["reply"]), segment, offset=reply_offset(bytes(g["request"])))
                 i += len(group)
                 continue
             conn.put(True, r.get("portal", request_portal), r["xid"], bytes(r["request"]), segment)
@@ -277,10 +306,10 @@ def write_pcap(path: str | os.PathLike, records: Iterable[dict], *, segment: int
             if r.get("reply") is not None:
                 if r.get("reply_after", 0) > 0:
                     pending.append([r["reply_after"], conn, r.get("reply_portal", reply_portal),
-                                    r.get("reply_bits", r["xid"]), r["reply"]])
+                                    r.get("reply_bits", r["xid"]), r["reply"], reply_offset(bytes(r["request"]))])
                 else:
                     conn.put(False, r.get("reply_portal", reply_portal), r.get("reply_bits", r["xid"]),
-                             bytes(r["reply"]), segment)
+                             bytes(r["reply"]), segment, offset=reply_offset(bytes(r["request"])))
             flush()                     # the earlier replies now due come after this record's
             i += 1
         flush(force=True)
@@ -579,6 +608,12 @@ class Trace:
     callbacks: int = 0
 
 
+def early_reply(request: bytes, put: LnetMessage) -> bool:
+    """A reply PUT that is an early reply, not the reply: one at offset 0 to a request whose
+    final reply goes elsewhere (reply_offset: it asked for adaptive timeouts)."""
+    return not put.offset and reply_offset(request) != 0
+
+
 def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT, reply_bits=None, seen=None) -> Trace:
     """Every PtlRPC exchange of a capture, and the replies it could not pair (see
     `read_pcap`, which refuses a capture with such replies).  `reply_bits(request payload)`:
@@ -651,6 +686,8 @@ def scan_pcap(path: str | os.PathLike, port: int = SOCKLND_PORT, reply_bits=None
                 rec = latest.get(key) or by_reply_bits.get(key)
                 if rec is None:
                     orphans.append(m)
+                elif early_reply(rec["request"], m):
+                    continue                  # the request is still in flight: its reply may follow
                 else:
                     rec["reply"] = m.payload
                     rec["reply_packet"] = m.packet

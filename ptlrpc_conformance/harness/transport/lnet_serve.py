@@ -47,9 +47,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.capture.pcap import reply_offset
 from ptlrpc_conformance.harness.transport.lnet_engine.node import Connection, Listener, Message, Node
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import C, Nid
-from ptlrpc_conformance.harness.transport.lnet_mgs import (buffers as _buffers, message, order as _order,
+from ptlrpc_conformance.harness.transport.lnet_mgs import (buffers as _buffers, message,
                                                            pack_struct as _pack, round8 as _round8)
 
 OST_PORTALS = frozenset(p for p, row in spec.target()["portals"]["requests"].items()
@@ -58,7 +59,6 @@ REPLY_PORTAL = spec.lnet()["portals"]["OSC_REPLY_PORTAL"]["value"]
 DEFAULT_TARGET_UUID = spec.target()["target_uuid"]  # the OST the MGS names by default: the reference's
 MGS_PORTAL = spec.mgs()["portals"]["MGS_REQUEST_PORTAL"]["value"]
 MGC_REPLY_PORTAL = spec.mgs()["portals"]["MGC_REPLY_PORTAL"]["value"]
-AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 CONNECTS = frozenset(spec.constant(n) for n in ("OST_CONNECT", "MDS_CONNECT", "MGS_CONNECT"))
 REPLY, ERR = spec.constant("PTL_RPC_MSG_REPLY"), spec.constant("PTL_RPC_MSG_ERR")
 RECOVERY_FLAGS = spec.constant("MSG_REPLAY") | spec.constant("MSG_REQ_REPLAY_DONE") | spec.constant("MSG_LOCK_REPLAY_DONE")
@@ -71,25 +71,12 @@ CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "fate", "s
 
 
 
-# pack_generic.c: lustre_msg_early_size: the header with one buffer, then a ptlrpc_body
-EARLY_SIZE = (_round8(_HDR.field("lm_buflens").offset + _HDR.field("lm_buflens").elem_size)
-              + _round8(spec.layout("ptlrpc_body_v3").size))
 
 
 def client_id(nid: Nid, pid: int) -> str:
     """A peer's LNet process id as lnet/nidstrings.c: libcfs_idstr writes it."""
     user = C["LNET_PID_USERFLAG"]
     return f"{'U' if pid & user else ''}{pid & ~user}-{nid}"
-
-
-def reply_offset(request: bytes) -> int:
-    """Where the final reply to `request` goes: lustre_msg_early_size when its lm_flags hold
-    MSGHDR_AT_SUPPORT (read in the sender's byte order, told by lm_magic), else 0
-    (sec_null.c: null_authorize).  A message too short or of another magic: 0."""
-    flags, order = _HDR.field("lm_flags"), _order(request)
-    if order is None:
-        return 0
-    return EARLY_SIZE if int.from_bytes(request[flags.offset:flags.end], order) & AT_SUPPORT else 0
 
 
 def _field(message: tuple[list[bytes], str] | None, index: int, struct: str, name: str) -> int | None:
