@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from conftest import ROOT, assert_zoo_caught
-from ptlrpc_conformance import mutants
+from ptlrpc_conformance import mutants, spec
 from ptlrpc_conformance.harness.data import registry
 from ptlrpc_conformance.harness.data.vectors import load_all
 from ptlrpc_conformance.spec import layouts
@@ -92,3 +92,20 @@ def test_struct_family_is_caught(zoo, name):
     """Read from the zoo's run (conftest.py's `zoo`), not certified again."""
     assert mutants.BY_ID[name].requirement in {r.id for r in registry.requirements().values() if r.level == "MUST"}
     assert_zoo_caught(zoo.result(name), MUST_FAIL[name])
+
+
+def test_valid_unknown_1_is_about_bits_no_flag_defines():
+    """VALID-UNKNOWN-1 covers the o_valid/mbo_valid bits no OBD_MD_* flag defines.  A bit Lustre
+    defines that the valid-bit table ties to no field (OBD_MD_FLRDEV) is not unknown: a decoder
+    that loses it breaks the structure's own rule, and an example whose mask holds only such
+    bits is no evidence for VALID-UNKNOWN-1 (found by a review: both went to VALID-UNKNOWN-1)."""
+    from ptlrpc_conformance.spec import layouts
+    from ptlrpc_conformance.suites import test_structs as ts
+    rdev, undefined = spec.constant("OBD_MD_FLRDEV"), 1 << 63
+    assert rdev & layouts.defined_valid_bits() and not undefined & layouts.defined_valid_bits()
+    assert not rdev & ts._known_bits("2.17.57", "obdo")          # defined, governs no field of the table
+    flid = spec.constant("OBD_MD_FLID")
+    assert ts._mask_requirement("2.17.57", "obdo", flid | rdev, flid, "VALID-OBDO-1") == "VALID-OBDO-1"
+    assert ts._mask_requirement("2.17.57", "obdo", flid | undefined, flid, "VALID-OBDO-1") == "VALID-UNKNOWN-1"
+    assert ts._mask_requirement("2.17.57", "obdo", flid | undefined | rdev, flid, "VALID-OBDO-1") == "VALID-OBDO-1"
+    assert ts._undefined("2.17.57", flid | rdev) == 0 and ts._undefined("2.17.57", flid | undefined) == undefined

@@ -213,6 +213,20 @@ def _swab_rules(release: str) -> dict:
     return rules
 
 
+def defined_valid_bits(release: str | None = None) -> int:
+    """Every OBD_MD_* bit the release's lustre_idl.h defines (`valid_bits_defined` of
+    releases/<release>.json; the default release's where a release file lacks the list): the
+    bits of o_valid and mbo_valid that are not unknown to that release, whether or not the
+    valid-bit table ties a field to them."""
+    from ptlrpc_conformance.spec import releases
+    defined = releases.load(release_key(release)).get("valid_bits_defined") \
+        or releases.load(DEFAULT_RELEASE).get("valid_bits_defined") or {}
+    out = 0
+    for row in defined.values():
+        out |= row["value"]
+    return out
+
+
 def valid_bits(release: str | None = None) -> dict:
     """The valid-bit table of facts.json (`valid_bits`: for obdo and mdt_body, each field's
     governing OBD_MD_* bits) as a release's code has it: a bit the release's lustre_idl.h does
