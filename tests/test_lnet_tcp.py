@@ -37,6 +37,7 @@ class Recording:
 
     def __init__(self, statfs_state: int = 0, slow_ping: float = 0.0):
         self.ref, self.seen, self.statfs_state, self.slow_ping = make_testee(), [], statfs_state, slow_ping
+        self.xids = []                      # (the peer serve names, the match bits) of every exchange
 
     def handle(self, request):
         answer = self.ref.handle(request)
@@ -48,6 +49,7 @@ class Recording:
             opc = p.body("pb_opc") if p is not None else None
             uuid = live_safety.uuid_of(p.buffer(2)) if opc == C("OST_CONNECT") else None
             self.seen.append((request["client"], opc, uuid))
+            self.xids.append((request["client"], request["xid"]))
             if opc == C("OST_STATFS") and self.statfs_state and answer.get("ok") and answer["result"].get("data"):
                 answer["result"]["data"] = _with_state(bytes.fromhex(answer["result"]["data"]), self.statfs_state).hex()
         return answer
@@ -83,6 +85,29 @@ def served():
 def live_spec(s, **extra) -> str:
     options = dict({"port": s.port, "target": TARGET, "srcport": "any", "drop": "0.2"}, **extra)
     return "lnet-tcp:127.0.0.1@tcp?" + "&".join(f"{k}={v}" for k, v in options.items())
+
+
+def test_privileged_clients_send_with_the_nodes_pid_and_xids_of_the_node(served):
+    """With srcport=privileged every request carries the pid the connection's hello names
+    (LNET_PID_LUSTRE), as a kernel client's imports do: a Lustre server replies to the
+    request's (NID, pid), and socklnd delivers only to a pid it has a connection for
+    (ksocknal_launch_packet refuses an unknown user-space pid: no reply would ever come).  Two
+    suite clients' XID 1 therefore go with match bits of their own."""
+    s = served()
+    try:
+        adapter = load_adapter(live_spec(s, srcport="privileged"), timeout=10)
+    except IUTStartError as e:
+        pytest.skip(f"no privileged source port can be bound here (root or CAP_NET_BIND_SERVICE): {e}")
+    with adapter:
+        a, b = Client("a", handle=0x1001), Client("b", handle=0x1002)
+        connected = reply_of(exchange(adapter, a, a.connect()))
+        assert connected.status == 0 and reply_of(exchange(adapter, b, b.connect())).status == 0
+        a.cookie = connected.body["pb_handle"]
+        assert reply_of(exchange(adapter, a, a.request("OBD_PING"))).status == 0
+    node = f"{spec.lnet()['constants']['LNET_PID_LUSTRE']['value']}-127.0.0.1@tcp"
+    assert {client for client, _ in s.rec.xids} == {node}, s.rec.xids
+    case_xids = [x for _, x in s.rec.xids if not x >> 56]          # not the adapter's own (0x7F...)
+    assert len(case_xids) == len(set(case_xids)) == 3 and all(x >> 32 for x in case_xids), case_xids
 
 
 def exchange(adapter, client: Client, xid_data):

@@ -205,11 +205,14 @@ def irregular(msg: bytes) -> str | None:
 
 
 def _sans_uuids(msg: bytes) -> bytes:
-    """A request with a connect's UUID buffers zeroed: lnet-tcp writes the live target's and the
-    run's own UUIDs over the suite's (live_safety.with_uuids), so a connect on the wire is the
-    one the suite sent but for those bytes."""
+    """A request with a connect's UUID buffers and its pb_last_xid zeroed: lnet-tcp writes the
+    live target's and the run's own UUIDs over the suite's (live_safety.with_uuids) and, on the
+    shared connection, moves pb_last_xid with the XIDs it makes the node's own
+    (live_safety.with_last_xid), so a request on the wire is the one the suite sent but for
+    those bytes."""
     from ptlrpc_conformance import spec
     from ptlrpc_conformance.harness.transport import live_safety as safety
+    msg = safety.with_last_xid(msg, lambda last: 0)
     p = safety.parse(msg)
     if p is None or p.body("pb_opc") != spec.constant("OST_CONNECT"):
         return msg

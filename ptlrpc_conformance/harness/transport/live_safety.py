@@ -198,6 +198,19 @@ def with_uuids(data: bytes, target_uuid: str, client_uuid: str) -> bytes:
     return bytes(out)
 
 
+def with_last_xid(data: bytes, shift) -> bytes:
+    """The message with pb_last_xid replaced by shift(pb_last_xid) (a case's XIDs made the node's
+    own: lnet_tcp.py); anything that does not parse, as it is."""
+    p = parse(data)
+    if p is None or not p.spans or p.spans[0][1] < _BODY.field("pb_last_xid").end:
+        return data
+    f = _BODY.field("pb_last_xid")
+    at = p.spans[0][0] + f.offset
+    out = bytearray(data)
+    out[at:at + f.size] = shift(int.from_bytes(data[at:at + f.size], p.order)).to_bytes(f.size, p.order)
+    return bytes(out)
+
+
 # -- the requests the adapter writes itself (little-endian, as Lustre's client packs them) -------
 
 def _pack(struct: str, values: dict) -> bytes:

@@ -26,14 +26,18 @@ refused there: one served target the workers would share).
 
 Every suite client (c1, c2, ...) is an export of its own: a client UUID
 `ptlrc-<run>-<worker><generation>-<name>` (the connect's buffers 1 and 2 are rewritten to name
-the live target and that UUID) and an LNet process id of its own (the `src_pid` of its
-requests, LNET_PID_USERFLAG set as a user-space process sets it; with srcport=any a connection
-of its own, since an accept=all server names an unprivileged peer by its source port:
-socklnd_cb.c: ksocknal_recv_hello).  A reply is matched by (reply portal, match bits, the
-client's pid), so two clients may use one XID.  The XIDs are the cases' own (their bytes hold
-pb_last_xid, which the target checks against the XID): within one export the suite's client
-numbers them upwards, and every (generation, client) is a new export and a new pid, across
-xdist workers too (the worker's number is in the pid and the UUID).  The requests the adapter
+the live target and that UUID).  With srcport=privileged the clients share the node's one
+connection and send with the node's pid, the one its hello names, as a kernel client's
+imports do: a Lustre server replies to the request's source (NID, pid) (niobuf.c:
+ptlrpc_send_reply to rq_source), and socklnd delivers only to a pid it has a connection for
+(socklnd_cb.c: ksocknal_launch_packet refuses a user-space pid it does not know).  So the
+clients' XIDs are made the node's own: a case's XID x of client c goes on the wire as
+(c's number << 32) | x, and the pb_last_xid its bytes hold is moved the same way (the target
+checks it against the XID); a reply is matched by (reply portal, match bits).  With
+srcport=any each client has a connection of its own, since an accept=all server names an
+unprivileged peer by its source port (socklnd_cb.c: ksocknal_recv_hello), and its XIDs go as
+they are.  Every (generation, client) is a new export and a new number, across xdist workers
+too (the worker's number is in it and in the UUID).  The requests the adapter
 writes itself (preflight, disconnects) take XIDs from `_xids`: 0x7F in the top byte (far above
 any case's), the worker's number from bit 40.  `reset` is the control socket's, else a new generation: the
 exports of the last one disconnected, new UUIDs and pids.
@@ -231,6 +235,7 @@ class LnetTcpAdapter(Adapter):
         self._arrived: dict[tuple[int, int], bytes] = {}    # (pid, match bits) -> a reply no exchange waited for
         self._dropped: dict[tuple[int, int], _Sent] = {}   # requests whose reply was taken as dropped
         self._sent: dict[tuple[int, int], int] = {}        # (pid, xid) -> times sent (serve's "fate" asks)
+        self._from_wire: dict[int, tuple[int, int]] = {}   # srcport=privileged: match bits -> (pid, xid)
         self._closed = False
         self._ctl = None                            # lnet_serve.ControlClient, with control=
 
@@ -292,9 +297,14 @@ class LnetTcpAdapter(Adapter):
     def _unwaited(self, conn, msg) -> None:
         """A PUT no exchange waited for: a reply that came after its wait, or a deferred one."""
         if msg.portal == REPLY_PORTAL:
-            pid = msg.header.dest_pid if self.live.privileged else self._conn_pid.get(id(conn))
+            if self.live.privileged:
+                key = self._from_wire.get(msg.match_bits)
+                if key is None:
+                    return                  # no request of a client's went with these bits
+            else:
+                key = (self._conn_pid.get(id(conn)), msg.match_bits)
             with self._lock:
-                self._arrived[(pid, msg.match_bits)] = msg.payload
+                self._arrived[key] = msg.payload
                 self._arrival.notify_all()
 
     # -- start: handshake and preflight --------------------------------------------------
@@ -431,7 +441,10 @@ class LnetTcpAdapter(Adapter):
             if self._fate(c, xid, sent) == "none":
                 told.append(True)
             return bool(told)
-        out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
+        wire = self._wire_xid(c, xid)
+        if wire != xid:
+            data = safety.with_last_xid(data, lambda last: self._wire_xid(c, last) if last else 0)
+        out = link.exchange(safety.request_portal(opc), wire, data, reply_portal=REPLY_PORTAL,
                             at=bool(_lm_flags(data) & safety.AT_SUPPORT), timeout=self.live.drop,
                             max_wait=max(self.timeout, self.live.drop), src_pid=self._src_pid(c),
                             given_up=given_up if self.live.control else None)
@@ -469,9 +482,19 @@ class LnetTcpAdapter(Adapter):
         return out.connection
 
     def _src_pid(self, c: _Client) -> int | None:
-        """The pid a client's requests carry on the shared connection; with srcport=any the
-        connection is the client's own (and the server names it by its port)."""
-        return c.pid if self.live.privileged else None
+        """The pid a client's requests carry: always their node's (None: the one its hello
+        names); a server replies to it (module docstring)."""
+        return None
+
+    def _wire_xid(self, c: _Client, xid: int) -> int:
+        """The match bits client `c`'s XID `xid` goes with: on the shared connection
+        (srcport=privileged) made the node's own, (c's number << 32) | xid (module docstring);
+        the adapter's own XIDs (`_xids`) and an XID of 2^32 or more go as they are."""
+        if not self.live.privileged or xid >> 32 or xid & OWN_XIDS:
+            return xid
+        wire = ((c.pid & ~LC["LNET_PID_USERFLAG"]) << 32) | xid
+        self._from_wire[wire] = (c.pid, xid)
+        return wire
 
     def _call(self, c: _Client, xid: int, data: bytes) -> bytes | None:
         """One of the adapter's own requests; its reply, or None."""
@@ -617,7 +640,7 @@ class LnetTcpAdapter(Adapter):
             c = self._clients.get(self._dropped[(pid, xid)].client)
             if c is None:
                 return None
-            asked.append([self._served_pid(c), xid, self._sent.get((pid, xid), 1)])
+            asked.append([self._served_pid(c), self._wire_xid(c, xid), self._sent.get((pid, xid), 1)])
         try:
             answer = self._control_client().call("fate", requests=asked)
         except (OSError, ValueError):
@@ -626,16 +649,18 @@ class LnetTcpAdapter(Adapter):
         return fates if isinstance(fates, list) and len(fates) == len(keys) else None
 
     def _served_pid(self, c: _Client) -> int:
-        """The pid serve knows client `c` by: its own, or with srcport=any its source port (the
-        pid of an unprivileged peer, as socklnd_cb.c: ksocknal_recv_hello names it)."""
-        return c.pid if self.live.privileged else c.port | LC["LNET_PID_USERFLAG"]
+        """The pid serve knows client `c` by: the node's (srcport=privileged), or with
+        srcport=any its source port (the pid of an unprivileged peer, as socklnd_cb.c:
+        ksocknal_recv_hello names it)."""
+        return self._node.pid if self.live.privileged and self._node is not None else \
+            c.port | LC["LNET_PID_USERFLAG"]
 
     def _fate(self, c: _Client, xid: int, sent: int) -> str | None:
         """What serve's control socket says became of client `c`'s request `xid`, sent for the
         `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
         decides then)."""
         try:
-            answer = self._control_client().call("fate", xid=xid, sent=sent, pid=self._served_pid(c))
+            answer = self._control_client().call("fate", xid=self._wire_xid(c, xid), sent=sent, pid=self._served_pid(c))
         except (OSError, ValueError):
             return None
         return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
