@@ -218,6 +218,31 @@ def test_a_request_packed_before_a_reconnect_may_arrive_after_it():
     assert failures(cj.judge(events + [cj.Sent(xl, late, reply(opc=wire.C("OBD_PING")))])) == {"CLI-CONN-2": 3}
 
 
+def test_a_new_mount_is_a_new_import_with_a_count_of_its_own():
+    """An unmount and a new mount in one run: the new mount's OSC has a UUID of its own, and its
+    import counts connects from 1 again with no handle (ptlrpc_connect_import_locked): not a
+    count that went down (CLI-CONN-2) nor a reconnect without the handle (CLI-CONN-1).  The
+    same UUID connecting with a lower count still breaks CLI-CONN-2."""
+    c, events = connected()
+    c.cookie = COOKIE
+    xid, data = c.request("OST_DISCONNECT")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OST_DISCONNECT"))))
+    c.cookie = 0
+    xid, data = c.connect()                                  # the same import again: count 2
+    events.append(cj.Sent(xid, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    mount = Client("second-mount", handle=8)
+    mount.next_xid = c.next_xid                              # one node: one XID counter
+    xid, data = mount.connect()                              # a new import: count 1, no handle
+    events.append(cj.Sent(xid, data, reply(handle=COOKIE + 2, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    mount.cookie = COOKIE + 2
+    xid, data = mount.request("OBD_PING")
+    events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
+    assert not failures(cj.judge(events)), [f.describe() for f in cj.judge(events).values() if f.verdict == "fail"]
+    c.conn_cnt, c.next_xid, c.cookie = 0, mount.next_xid, COOKIE + 1
+    xid, data = c.connect()                                  # the first import, its count gone back to 1
+    assert failures(cj.judge(events + [cj.Sent(xid, data, None)])) == {"CLI-CONN-2": 5}
+
+
 def test_an_unreadable_request_names_its_exchange():
     _, events = connected()
     events.append(cj.Sent(9, b"\x00" * 12, None))

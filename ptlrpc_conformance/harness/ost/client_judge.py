@@ -137,6 +137,13 @@ def _read(events) -> list:
     return out
 
 
+def _client_uuid(msg: wire.Message) -> bytes | None:
+    """The client UUID an OST_CONNECT names (its buffer 2, up to the NUL), or None."""
+    if len(msg.buffers) < 3:
+        return None
+    return bytes(msg.buffers[2]).split(b"\0", 1)[0] or None
+
+
 def judge(events) -> dict[str, Finding]:
     """The findings of every client rule over a conversation (a sequence of Sent and Restart)."""
     j = _Judge()
@@ -151,6 +158,8 @@ def judge(events) -> dict[str, Finding]:
     einprogress: dict[tuple, int] = {}       # content -> XID answered -EINPROGRESS, not yet retried
     handle = 0                               # the export handle of the last successful connect reply
     conn_cnt: int | None = None              # pb_conn_cnt of the last connect sent
+    uuid: bytes | None = None                # the client UUID that connect named (buffer 2): an import
+    imports: dict[bytes, tuple] = {}         # the other imports' (handle, conn_cnt, before)
     before: tuple[int, int] | None = None    # (pb_conn_cnt, handle) before that connect: a request
                                              # packed then may reach the target after it (ptl_send_rpc
                                              # reads imp_conn_cnt unlocked, long before LNet sends)
@@ -204,6 +213,14 @@ def judge(events) -> dict[str, Finding]:
                     f"is sent again without MSG_RESENT (flags {body['pb_flags']:#x})")
 
         # -- CLI-CONN-1, CLI-CONN-2, CLI-CONN-3: connects, their count and the export handle
+        if is_connect and r.opc == CONNECTS[0]:
+            named = _client_uuid(r.msg)
+            if uuid is not None and named is not None and named != uuid:
+                # another import (a new mount's OSC has a UUID of its own): its own count, from 1,
+                # and its own handle, none yet (ptlrpc_connect_import_locked, obd_connect)
+                imports[uuid] = (handle, conn_cnt, before)
+                handle, conn_cnt, before = imports.get(named, (0, None, None))
+            uuid = named if named is not None else uuid
         if is_connect:
             initial = bool(body["pb_op_flags"] & CONNECT_INITIAL)
             if handle:
