@@ -319,9 +319,25 @@ def test_a_rejection_is_evidence_only_when_its_valid_neighbour_is_accepted():
     assert j.status == judge.PASS and j.notes["exercised"] == [] and "control_rejected" in j.notes
     # no neighbour sent: no evidence either
     assert judge.judge_decode(v, rejected).notes["exercised"] == []
-    # errno-agnostic: accept/reject judged, the errno class (HDR-ORDER-1) not
+    # errno-agnostic: accept/reject judged, the errno class not, so nothing tells which of the
+    # checks it fails (total length, then body size) refused it: neither HDR-ORDER-1 nor
+    # HDR-TOTAL-1 is shown, only that the decoder refuses such a message
     j = judge.judge_decode(v, Outcome("error", error="EBADMSG"), errno_agnostic=True, control=_accepted({}))
-    assert j.notes["exercised"] == ["HDR-TOTAL-1", "DEC-ROBUST-1"] and j.notes["errno_judged"] is False
+    assert j.notes["exercised"] == ["DEC-ROBUST-1"] and j.notes["errno_judged"] is False
+
+
+def test_a_rejection_with_a_class_a_later_check_shares_shows_no_check():
+    """framing.bufcount.33 fails the bufcount check and, later, the header size and total
+    checks, all EINVAL: its EINVAL shows that some check refused it, not that the bufcount
+    check did (a decoder without one refuses it too), so it credits neither HDR-BUFCOUNT-1 nor
+    HDR-ORDER-1 (found by a review of lustre_unpack_msg_v2's order).  A vector that fails one
+    check alone is evidence for it, as before."""
+    v = VECTORS["framing.bufcount.33"]
+    j = judge.judge_decode(v, Outcome("error", error="EINVAL"), control=_accepted({}))
+    assert j.status == judge.PASS and j.notes["exercised"] == ["DEC-ROBUST-1"], j.notes
+    one = VECTORS["framing.bufcount.zero"]
+    j = judge.judge_decode(one, Outcome("error", error="EINVAL"), control=_accepted({}))
+    assert "HDR-BUFCOUNT-1" in j.notes["exercised"], j.notes
 
 
 def test_a_structure_in_a_message_is_exercised_only_with_structs():

@@ -254,6 +254,15 @@ def order_shown(data: bytes, direction: str, errno: str | None, tolerate_wrap: b
     return errno in set(rules[0][1]) | widened and errno not in later
 
 
+def first_check_shown(data: bytes, direction: str, errno: str | None, tolerate_wrap: bool = False) -> bool:
+    """Whether a rejection of `data` with `errno` (None: the class is not judged) is evidence
+    that the first check it fails was applied: it fails that check alone, or the class is
+    one no later failing check gives (order_shown).  Otherwise any of them could have refused
+    it (for a reply, EPROTO is every check's), and the rejection shows only that one did."""
+    rules = failing_rules(data, direction, tolerate_wrap)
+    return len(rules) < 2 or order_shown(data, direction, errno, tolerate_wrap)
+
+
 # ---- what each case lists ----------------------------------------------------------------------
 
 def vector_decode_requirements(vector, with_structs: bool = True) -> list[str]:
@@ -327,9 +336,10 @@ def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with
       an invalid message rejected       the requirement of the check that decides it (a golden
                                         vector: the rule model's first failing check, when the
                                         vector names it, else its own list; a variant or a
-                                        property's example: its rule's), HDR-ORDER-1 when the
-                                        errno class was judged (`errno_judged`) and it is one
-                                        no later failing check gives (order_shown), and
+                                        property's example: its rule's) when the rejection
+                                        shows that check (first_check_shown), HDR-ORDER-1 when
+                                        the errno class was judged (`errno_judged`) and it is
+                                        one no later failing check gives (order_shown), and
                                         DEC-ROBUST-1
       a valid message accepted          the fields compared (compared_requirements: structures
                                         only `with_structs`, the checksum only when the IUT
@@ -346,6 +356,8 @@ def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with
             if role == "vector" else list(vector.requirements)
         order = errno_judged and outcome.error in vector.accepted_errnos \
             and order_shown(vector.data, vector.direction, outcome.error)
+        if not order and not first_check_shown(vector.data, vector.direction, outcome.error if errno_judged else None):
+            decided = []        # a later failing check could have refused it with this class
         return ordered(decided, [ORDER] if order else [], [ROBUST])
     compared = [r for r in compared_requirements(vector.expect, foreign(vector.data), with_structs)
                 if r != "CKSUM-1" or cksum_compared]
