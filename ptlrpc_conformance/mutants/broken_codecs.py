@@ -8,6 +8,7 @@ from ..reference import ReferenceTestee
 from ..reference import codec as _codec
 from ..reference.codec import Codec
 from ..reference.structs import StructCodec
+from ..spec import layouts
 
 
 def header_unpadded(st) -> None:
@@ -140,12 +141,6 @@ def known_bits(codec: StructCodec, name: str) -> int:
     return bits
 
 
-def defined_bits() -> int:
-    """Every bit an OBD_MD_* flag defines (spec/layouts.py defined_valid_bits)."""
-    from ..spec import layouts
-    return layouts.defined_valid_bits()
-
-
 class ShortZeroFilled(StructCodec):
     """(a bug) a structure shorter than its size is decoded as if zero-filled."""
 
@@ -176,7 +171,7 @@ class ValidBitsDropped(StructCodec):
         if name in self.config.valid_bits:
             mask_field = next(f for f in fields if f.endswith("_valid"))
             if isinstance(fields.get(mask_field), int):
-                fields[mask_field] &= defined_bits()
+                fields[mask_field] &= layouts.defined_valid_bits()
         for f in self.entry(name)["fields"]:
             if f["type"].startswith("struct ") and isinstance(fields.get(f["name"]), dict):
                 self._mask(f["type"][len("struct "):], fields[f["name"]])
@@ -184,7 +179,7 @@ class ValidBitsDropped(StructCodec):
     def _write(self, name, fields, buf, base, path):
         mask_field = next((f for f in fields if f.endswith("_valid")), None) if name in self.config.valid_bits else None
         if mask_field is not None and isinstance(fields[mask_field], int):
-            fields = dict(fields, **{mask_field: fields[mask_field] & defined_bits()})
+            fields = dict(fields, **{mask_field: fields[mask_field] & layouts.defined_valid_bits()})
         return super()._write(name, fields, buf, base, path)
 
 

@@ -160,9 +160,9 @@ def judge(events) -> dict[str, Finding]:
     conn_cnt: int | None = None              # pb_conn_cnt of the last connect sent
     uuid: bytes | None = None                # the client UUID that connect named (buffer 2): an import
     imports: dict[bytes, tuple] = {}         # the other imports' (handle, conn_cnt, before)
-    before: tuple[int, int] | None = None    # (pb_conn_cnt, handle) before that connect: a request
-                                             # packed then may reach the target after it (ptl_send_rpc
-                                             # reads imp_conn_cnt unlocked, long before LNet sends)
+    before: tuple[int, int, int] | None = None   # (pb_conn_cnt, handle) before that connect, and its
+                                             # XID: a request packed then may reach the target after it
+                                             # (ptl_send_rpc reads imp_conn_cnt unlocked, long before LNet sends)
     committed = 0                            # the highest pb_last_committed delivered
     late_committed = 0                       # ... or perhaps delivered, by a late reply
     transnos: dict[int, int] = {}            # xid -> transno its reply gave (uncommitted candidates)
@@ -207,7 +207,7 @@ def judge(events) -> dict[str, Finding]:
         elif state[r.xid] != "open" and not r.flags(MSG_REPLAY):
             j.fail("CLI-XID-1", i, f"XID {r.xid:#x} was answered at or after exchange {first.index} "
                                    f"and is sent again without MSG_REPLAY or MSG_RESENT")
-        elif state[r.xid] == "open" or (state[r.xid] == "late" and not r.flags(MSG_REPLAY)):
+        elif state[r.xid] == "open":
             j.check("CLI-RESEND-1", r.flags(MSG_RESENT), i,
                     f"XID {r.xid:#x} (first sent at exchange {first.index}, no reply reached the client) "
                     f"is sent again without MSG_RESENT (flags {body['pb_flags']:#x})")

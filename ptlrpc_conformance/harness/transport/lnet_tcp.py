@@ -490,7 +490,7 @@ class LnetTcpAdapter(Adapter):
         """The match bits client `c`'s XID `xid` goes with: on the shared connection
         (srcport=privileged) made the node's own, (c's number << 32) | xid (module docstring);
         the adapter's own XIDs (`_xids`) and an XID of 2^32 or more go as they are."""
-        if not self.live.privileged or xid >> 32 or xid & OWN_XIDS:
+        if not self.live.privileged or xid >> 32:
             return xid
         wire = ((c.pid & ~LC["LNET_PID_USERFLAG"]) << 32) | xid
         self._from_wire[wire] = (c.pid, xid)

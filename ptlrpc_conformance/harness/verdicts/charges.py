@@ -356,7 +356,7 @@ def decode_exercised(vector, role: str, outcome, errno_judged: bool = True, with
             if role == "vector" else list(vector.requirements)
         order = errno_judged and outcome.error in vector.accepted_errnos \
             and order_shown(vector.data, vector.direction, outcome.error)
-        if not order and not first_check_shown(vector.data, vector.direction, outcome.error if errno_judged else None):
+        if not first_check_shown(vector.data, vector.direction, outcome.error if errno_judged else None):
             decided = []        # a later failing check could have refused it with this class
         return ordered(decided, [ORDER] if order else [], [ROBUST])
     compared = [r for r in compared_requirements(vector.expect, foreign(vector.data), with_structs)
