@@ -76,7 +76,8 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     from hypothesis.errors import Flaky, Unsatisfiable
 
     from ptlrpc_conformance.fixtures.stateful import (IUTFault, fixed_constants, no_database_key, seed_only_settings,
-                                                      trouble_judgement, untimed_shrinking, watch_trouble)
+                                                      trouble_judgement, untimed_shrinking, watch_trouble,
+                                                      whole_block_draws)
 
     not_applicable = []
     mismatches: dict[str, dict] = {}    # errno-agnostic runs: every example rejected with another class
@@ -138,7 +139,7 @@ def check_property(strategy, check, conformance_seed, conformance_examples, conc
     verdict = None
     try:
         # the examples and their shrinking depend on the seed alone, not on what else is loaded or on time
-        with watch_trouble(iut) as troubles, fixed_constants(), untimed_shrinking():
+        with watch_trouble(iut) as troubles, fixed_constants(), untimed_shrinking(), whole_block_draws():
             if controls is not None:
                 accepted.update(controls())
                 if troubles:            # a crash or a hang is no rejection of the control
