@@ -187,6 +187,53 @@ def odd_struct_values():
     return OddStructValues()
 
 
+class LustreMdtValidView:
+    """The reference, except that its mdt_body valid view is worked out here, from the pairs
+    of field and OBD_MD_* bit that Lustre's MDT sets together and its client reads together
+    (not from the suite's table): mdt_pack_attr2body's attributes; mdt_data_version_get's
+    FLDATAVERSION (mbo_version) and LAYOUT_VERSION (mbo_layout_gen); mdt_getattr_internal's
+    TSTATE (mbo_t_state), its optional buffers' sizes (mbo_eadatasize under FLEASIZE, FLDIREA,
+    MEA, DEFAULT_MEA or LINKNAME; mbo_max_mdsize under FLMODEASIZE); mdt_pack_acl2body's FLACL
+    (mbo_aclsize); mdt_lvb2reply's DOM_SIZE (mbo_dom_size, mbo_dom_blocks); and FLXATTR of a
+    getxattr reply (mdt_getxattr: mbo_eadatasize; mdt_getxattr_all: mbo_aclsize and
+    mbo_max_mdsize).  A decoder faithful to Lustre's code: it must pass every valid-bit case."""
+
+    PAIRS = {
+        "mbo_fid1": ["FLID"], "mbo_atime": ["FLATIME"], "mbo_mtime": ["FLMTIME"], "mbo_ctime": ["FLCTIME"],
+        "mbo_size": ["FLSIZE", "FLLAZYSIZE"], "mbo_blocks": ["FLBLOCKS", "FLLAZYBLOCKS"],
+        "mbo_mode": ["FLMODE", "FLTYPE"], "mbo_uid": ["FLUID"], "mbo_gid": ["FLGID"], "mbo_flags": ["FLFLAGS"],
+        "mbo_rdev": ["FLRDEV"], "mbo_nlink": ["FLNLINK"], "mbo_projid": ["FLPROJID"], "mbo_btime": ["FLBTIME"],
+        "mbo_version": ["FLDATAVERSION"], "mbo_layout_gen": ["LAYOUT_VERSION"], "mbo_t_state": ["TSTATE"],
+        "mbo_eadatasize": ["FLEASIZE", "FLDIREA", "MEA", "DEFAULT_MEA", "LINKNAME", "FLXATTR"],
+        "mbo_max_mdsize": ["FLMODEASIZE", "FLXATTR"], "mbo_aclsize": ["FLACL", "FLXATTR"],
+        "mbo_dom_size": ["DOM_SIZE"], "mbo_dom_blocks": ["DOM_SIZE"],
+    }
+
+    def __init__(self):
+        self.inner = make_testee(name="mdt_body valid view from Lustre's code")
+        from ptlrpc_conformance.spec import releases
+        defined = releases.load("2.17.57")["valid_bits_defined"]      # lustre_idl.h's OBD_MD_* values
+        self.bits = {f: sum(defined[f"OBD_MD_{b}"]["value"] for b in bits) for f, bits in self.PAIRS.items()}
+
+    def _view(self, result):
+        if isinstance(result, dict) and result.get("type") == "mdt_body" and "valid" in result:
+            mask = result["fields"]["mbo_valid"]
+            result["valid"] = [f for f, bits in self.bits.items() if mask & bits]
+
+    def handle(self, request):
+        response = self.inner.handle(request)
+        if response.get("ok") and request.get("op") == "decode_struct":
+            self._view(response["result"])
+        elif response.get("ok") and request.get("op") == "decode":
+            for struct in (response["result"].get("structs") or {}).values():
+                self._view(struct)
+        return response
+
+
+def lustre_mdt_valid_view():
+    return LustreMdtValidView()
+
+
 class RandomValues:
     """The reference, except that about one successful result in three has one to three of its
     values (the whole result, a member, an element) replaced by a JSON value of another kind:

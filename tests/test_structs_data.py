@@ -109,3 +109,24 @@ def test_valid_unknown_1_is_about_bits_no_flag_defines():
     assert ts._mask_requirement("2.17.57", "obdo", flid | undefined, flid, "VALID-OBDO-1") == "VALID-UNKNOWN-1"
     assert ts._mask_requirement("2.17.57", "obdo", flid | undefined | rdev, flid, "VALID-OBDO-1") == "VALID-OBDO-1"
     assert ts._undefined("2.17.57", flid | rdev) == 0 and ts._undefined("2.17.57", flid | undefined) == undefined
+
+
+def test_a_decoder_with_lustres_mdt_body_valid_bits_passes_every_valid_bit_case(run_cli):
+    """An mdt_body valid view worked out from the pairs of field and bit Lustre's MDT sets
+    together (tests/iuts.py LustreMdtValidView: mbo_version under FLDATAVERSION, the DoM size
+    under DOM_SIZE, the buffer sizes under their buffers' bits, ...) passes every case that
+    judges one, under the profiles of releases that define each of the bits (2.14 and later:
+    FLBTIME).  The table
+    once tied no bit to those fields: a vector with FLDATAVERSION set expected an empty view
+    and the property's other bits did the same, so such a decoder failed VALID-MDT-1."""
+    cases = [c for v in STRUCT_VECTORS if v.struct == "mdt_body" and "valid" in (v.expect or {})
+             for c in (f"{v.id}.decode",)] + ["structs.valid.mdt-body.decode", "structs.message.mds-getattr-reply.decode"]
+    assert len(cases) >= 5
+    for profile in ("lustre-2.17.57", "lustre-2.15.8"):
+        args = ["--iut", "python:iuts:lustre_mdt_valid_view", "--profile", profile, "--examples", "200"]
+        for case in cases:
+            args += ["--case", case]
+        run = run_cli(*args)
+        assert run.rc == 0, run.stdout[-3000:] + run.stderr[-2000:]
+        verdicts = run.verdicts()
+        assert set(verdicts) == set(cases) and set(verdicts.values()) == {"pass"}, verdicts
