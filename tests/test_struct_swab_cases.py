@@ -274,3 +274,28 @@ def test_a_structure_a_lustre_receiver_takes_at_any_length_may_be_taken_cut(run_
     from ptlrpc_conformance.spec import release_differences
     assert release_differences.minimum_size("obd_connect_data", "2.15.8") == 0
     assert release_differences.minimum_size("ost_body", "2.15.8") is None
+
+
+@pytest.mark.parametrize("rel", ["2.12.9", "2.15.8", "2.16.1"])
+def test_ldlm_policy_data_from_a_byte_swapped_sender_reads_as_the_releases_routine_swaps_it(rel):
+    """lustre_swab_ldlm_policy_data swaps bytes 0-7, 8-15 and 16-23 (l_extent), then, in 2.12.9
+    and 2.15.8, bytes 16-23 again (l_flock.lfw_owner) and 28-31 (lfw_pid); from 2.16 (LU-15527)
+    bytes 24-27 (lfw_padding) and 28-31.  The byte-swapped vector of the union, under each
+    release's profile, expects what that routine leaves, worked out here byte by byte: before
+    2.16 the owner (and l_extent.gid, the same bytes) and the padding arrive as sent.  The suite
+    once expected 2.16's swabbing under every profile, and Lustre 2.15.8's own code failed."""
+    vector = next(v for v in V.load_all()
+                  if v.id == "structs.generated.ldlm-wire-policy-data-be").for_profile(f"lustre-{rel}")
+    data = bytearray(vector.data)
+    swaps = [(0, 8), (8, 8), (16, 8)] + ([(16, 8), (28, 4)] if rel in ("2.12.9", "2.15.8") else [(24, 4), (28, 4)])
+    for at, size in swaps:
+        data[at:at + size] = data[at:at + size][::-1]
+    word = lambda at, size: int.from_bytes(data[at:at + size], "little")     # noqa: E731
+    fields = vector.expect["fields"]
+    assert fields["l_flock"] == {"lfw_start": word(0, 8), "lfw_end": word(8, 8), "lfw_owner": word(16, 8),
+                                 "lfw_padding": word(24, 4), "lfw_pid": word(28, 4)}, rel
+    assert fields["l_extent"] == {"start": word(0, 8), "end": word(8, 8), "gid": word(16, 8)}, rel
+    from ptlrpc_conformance.reference import release_testee
+    got = release_testee(rel).handle({"id": 1, "op": "decode_struct", "type": "ldlm_wire_policy_data",
+                                           "data": vector.data.hex(), "byte_order": "big"})
+    assert got["ok"] and got["result"]["fields"]["l_flock"] == fields["l_flock"], (rel, got)

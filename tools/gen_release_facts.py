@@ -20,6 +20,8 @@ Sections (docs/releases-facts.md describes the format):
   field_names      today's (2.17.57) field name -> the release's name, where they differ
   unswabbed        fields of lustre_msg_v2 / ptlrpc_body_v3 (today's names) that the release's
                    pack_generic.c does not byte-swap (lustre_unpack_msg_v2, lustre_swab_ptlrpc_body)
+  struct_unswabbed  per structure with a swab routine of its own, the fields it does not swap
+  union_unswabbed  per union swapped as one member, the member's fields left as sent
   constants        the constants wiretest.c asserts
   errnos           the wire errno numbers of lustre/include/lustre_errno.h (LUSTRE_E*)
   connect          OBD_CONNECT_* / OBD_CONNECT2_* and the OST's supported masks, as lustre_idl.h
@@ -1041,6 +1043,58 @@ def swabbed_fields(tree: Tree, struct: str, funcs: dict = SWAB_FUNCS) -> tuple[s
     return names, cites
 
 
+# The unions a routine swaps as one of their members (facts_extra.yaml swab: union_as), with
+# that member and the routine.  lustre_swab_ldlm_policy_data swaps l_extent's three fields and
+# then two of l_flock's; before LU-15527 (2.16) the second of those was lfw_owner, which lies
+# at l_extent.gid's bytes, so lfw_owner was swapped twice (left as sent) and lfw_padding never.
+UNION_SWAB_FUNCS = {"ldlm_wire_policy_data": ("l_flock", "lustre_swab_ldlm_policy_data")}
+
+
+def union_member_unswabbed(tree: Tree, structs: dict, union: str, member: str, func: str):
+    """{member, struct (the member's structure), fields (those `func` leaves as sent), cite}:
+    each `__swabNNs(&p->view.field)` of the routine swaps the bytes of `field` in the union's
+    `view`; a member field whose bytes are swapped an even number of times, none included, is
+    left as sent, one swapped once at its own size is swapped.  None if the routine is not in
+    the tree; a problem (a string) if it or a structure cannot be read, or a swap covers part
+    of a field (no rule of this kind then)."""
+    got = None
+    for path in SWAB_FILES:
+        got = function_body(tree.read(path) or "", func)
+        if got:
+            break
+    if not got:
+        return None
+    if union not in structs:
+        return f"{func}: no layout of union {union}"
+    body, line = got
+    views = {f["name"]: f for f in structs[union]["fields"]}
+
+    def layout(type_name):
+        name = type_name[len("struct "):] if type_name.startswith("struct ") else None
+        return {f["name"]: f for f in structs[name]["fields"]} if name in structs else None
+    counts = [0] * structs[union]["size"]
+    for bits, view, field in re.findall(r"__swab(16|32|64)s\s*\(\s*&\s*\w+\s*->\s*(\w+)\s*\.\s*(\w+)\s*\)", body):
+        fields = layout(views[view]["type"]) if view in views else None
+        if not fields or field not in fields or fields[field]["size"] != int(bits) // 8:
+            return f"{func}: cannot place the swap of {view}.{field}"
+        at = views[view]["offset"] + fields[field]["offset"]
+        for b in range(at, at + fields[field]["size"]):
+            counts[b] += 1
+    mtype = views[member]["type"][len("struct "):] if member in views else None
+    fields = layout(views[member]["type"]) if member in views else None
+    if not fields:
+        return f"{func}: no layout of member {member} of {union}"
+    left = []
+    for f in fields.values():
+        seen = {counts[views[member]["offset"] + f["offset"] + b] for b in range(f["size"])}
+        if len(seen) != 1:
+            return f"{func}: swaps part of {member}.{f['name']}"
+        if seen.pop() % 2 == 0:
+            left.append(f["name"])
+    return {"member": member, "struct": mtype, "fields": sorted(left),
+            "cite": f"{path}:{line} {func} (bytes swapped an even number of times are left as sent)"}
+
+
 # --------------------------------------------------------------------------- connect flags
 
 def connect_section(tree: Tree, hdr: Headers) -> dict:
@@ -1346,6 +1400,15 @@ def build(tree: Tree, today: dict | None = None) -> dict:
                                                       for n in back.get(old, []) + ([old] if old in now else [])
                                                       if now.get(n, 2) != 1}),
                                     "cite": "; ".join(cites)}
+    # unions swapped as one member (facts_extra.yaml swab: union_as): the member's fields that
+    # the union's routine leaves as sent, counted byte by byte over every view it swaps
+    union_unswabbed = {}
+    for union, (member, func) in UNION_SWAB_FUNCS.items():
+        got = union_member_unswabbed(tree, structs, union, member, func)
+        if isinstance(got, str):
+            problems.append(f"union_unswabbed: {got}")
+        elif got is not None:            # None: the routine is not in this release's files
+            union_unswabbed[union] = got
     # other structures whose field at today's offset has another name
     if release != TODAY:
         try:
@@ -1378,6 +1441,7 @@ def build(tree: Tree, today: dict | None = None) -> dict:
         "unswabbed": unswabbed,
         "unswabbed_cite": swab_cites,
         "struct_unswabbed": struct_unswabbed,
+        "union_unswabbed": union_unswabbed,
         "constants": constants,
         "errnos": errno_section(tree),
         "connect": connect,

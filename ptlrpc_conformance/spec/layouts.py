@@ -184,8 +184,9 @@ def swab_rules(release: str | None = None) -> dict:
     """The byte-swapping rules of facts.json (`swab`: per structure, the fields Lustre's
     lustre_swab_* routines leave alone, and the conditional ones) as a release's code applies
     them, in today's field names: a field the release's swab routine leaves alone that the
-    default release's swaps is added to `opaque`, and the other way round (`unswabbed` and
-    `struct_unswabbed` of releases/<release>.json, read from that release's pack_generic.c)."""
+    default release's swaps is added to `opaque`, and the other way round (`unswabbed`,
+    `struct_unswabbed` and `union_unswabbed` of releases/<release>.json, read from that
+    release's pack_generic.c)."""
     return _swab_rules(release_key(release))
 
 
@@ -210,6 +211,18 @@ def _swab_rules(release: str) -> dict:
             rule["opaque"] = [f for f in rule.get("opaque", []) if f not in removed] + sorted(added)
             rule["cite"] = f"Lustre {release}: " + (mine.get("struct_unswabbed", {}).get(struct, {}).get("cite")
                                                     or mine.get("unswabbed_cite", {}).get(struct, "") or rule["cite"])
+    # a union swapped as one member (union_as): the member's fields the release's routine
+    # leaves as sent, on the member's structure, which only the union's routine swaps
+    # (ldlm_flock_wire, before LU-15527)
+    mine_n, base_n = mine.get("union_unswabbed") or {}, base.get("union_unswabbed") or {}
+    for union in mine_n.keys() & base_n.keys():
+        struct = mine_n[union]["struct"]
+        added = set(mine_n[union]["fields"]) - set(base_n[union]["fields"])
+        removed = set(base_n[union]["fields"]) - set(mine_n[union]["fields"])
+        if added or removed:
+            rule = rules.setdefault(struct, {"opaque": [], "cite": ""})
+            rule["opaque"] = [f for f in rule.get("opaque", []) if f not in removed] + sorted(added)
+            rule["cite"] = f"Lustre {release}: {mine_n[union]['cite']}"
     return rules
 
 
