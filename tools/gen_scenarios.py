@@ -976,10 +976,15 @@ def _(s):
 
 
 @scenario("recovery.filter", "during recovery: GETATTR and STATFS refused ERR -EAGAIN, a new client refused ERR -EBUSY",
-          ["RCV-FILTER-1", "RCV-CONN-1"], ["RULES OPC-4, CONN-8", "tgt_handler.c: tgt_filter_recovery_request",
-                                         "ldlm_lib.c: target_handle_connect"], needs=("target", "restart"))
+          ["RCV-FILTER-1", "RCV-CONN-1", "RCV-REPLAY-1", "RCV-STATE-1"],
+          ["RULES OPC-4, CONN-8", "tgt_handler.c: tgt_filter_recovery_request",
+           "ldlm_lib.c: target_handle_connect"], needs=("target", "restart"))
 def _(s):
     create, c1 = _first_object(s, "create")
+    # a change with a transno: its commit, synchronous as a client's first (exp_need_sync), took
+    # c1's slot in last_rcvd with it, so every target remembers c1 at the restart (without it, a
+    # target that had not yet committed the slot forgets c1 and the scenario does not apply)
+    setattr_ = _transaction(s, "c1", "OST_SETATTR", 1, "setattr uid", MD["FLUID"], o_uid=77)
     s.op("restart")
     s.connect("c1", recovering=True)
     s.body("c1", "OST_GETATTR", 1, err("EAGAIN", "RCV-FILTER-1", "GETATTR during recovery"), "getattr")
@@ -988,10 +993,12 @@ def _(s):
     c3 = s.client("c3")
     s.send("c3", c3.connect(), err("EBUSY", "RCV-CONN-1", "a new client during recovery"), "a new client connects")
     _make_again(s, "c1", 1, c1)
-    s.replay("c1", create)
+    for n in (create, setattr_):
+        s.replay("c1", n)
     s.done("c1")
     s.op("end_recovery")
-    s.getattr("c1", 1, fresh(), "getattr after recovery")
+    s.getattr("c1", 1, fresh(uid=77, mode=0o3666), "getattr after recovery: the setattr is there (committed or "
+              "replayed)", requirement="RCV-STATE-1")
 
 
 @scenario("recovery.disabled", "a target with recovery disabled says no MSG_CONNECT_REPLAYABLE, gives no transno and "
