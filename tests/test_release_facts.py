@@ -10,6 +10,7 @@ checked against what that code gives."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -381,3 +382,54 @@ def test_committed_files_are_what_the_tags_give():
 def test_committed_file_is_what_the_tree_gives():
     proc = run_gen("--tree", TREE, "--check")
     assert proc.returncode == 0, proc.stderr
+
+
+def _gen_module():
+    spec = importlib.util.spec_from_file_location("gen_release_facts_mod", GEN)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _OneFile:
+    """A tree of one pack_generic.c (tools/gen_release_facts.py Tree's read)."""
+    def __init__(self, text: str):
+        self.text = text
+
+    def read(self, path: str):
+        return self.text if path.endswith("pack_generic.c") else None
+
+
+def test_a_union_swapped_as_one_member_lists_the_member_fields_it_leaves_as_sent():
+    """union_member_unswabbed counts the swaps of each byte over every view of the union: a
+    field swapped twice (through two views of the same bytes) or never arrives as sent; a
+    swap over several fields, or part of one, is a problem, never a rule.  The routines here
+    are made up for the test, shaped like the two forms of lustre_swab_ldlm_policy_data
+    (before and after LU-15527)."""
+    gen = _gen_module()
+    structs = {
+        "pol": {"size": 32, "fields": [{"name": "ext", "type": "struct ext", "offset": 0, "size": 24},
+                                        {"name": "fl", "type": "struct fl", "offset": 0, "size": 32},
+                                        {"name": "iv", "type": "struct iv", "offset": 0, "size": 32}]},
+        "iv": {"size": 32, "fields": [{"name": "lo", "offset": 0, "size": 24}, {"name": "w", "offset": 24, "size": 8}]},
+        "ext": {"size": 24, "fields": [{"name": "a", "offset": 0, "size": 8}, {"name": "b", "offset": 8, "size": 8},
+                                       {"name": "g", "offset": 16, "size": 8}]},
+        "fl": {"size": 32, "fields": [{"name": "a", "offset": 0, "size": 8}, {"name": "b", "offset": 8, "size": 8},
+                                      {"name": "own", "offset": 16, "size": 8}, {"name": "pad", "offset": 24, "size": 4},
+                                      {"name": "pid", "offset": 28, "size": 4}]},
+    }
+
+    def run(body: str):
+        text = "void swab_pol(union pol *p)\n{\n" + body + "}\n"
+        return gen.union_member_unswabbed(_OneFile(text), structs, "pol", "fl", "swab_pol")
+    head = "\t__swab64s(&p->ext.a);\n\t__swab64s(&p->ext.b);\n\t__swab64s(&p->ext.g);\n"
+    twice = run(head + "\t__swab64s(&p->fl.own);\n\t__swab32s(&p->fl.pid);\n")
+    assert twice["struct"] == "fl" and twice["fields"] == ["own", "pad"], twice
+    once = run(head + "\t__swab32s(&p->fl.pad);\n\t__swab32s(&p->fl.pid);\n")
+    assert once["fields"] == [], once
+    assert isinstance(run(head + "\t__swab64s(&p->ext.g);\n\t__swab64s(&p->fl.own);\n"), dict)   # three times: swapped
+    across = run(head + "\t__swab64s(&p->fl.own);\n\t__swab64s(&p->fl.own);\n\t__swab32s(&p->fl.pid);\n")
+    assert across["fields"] == ["pad"], across           # own: swapped three times, once as itself
+    assert isinstance(run("\t__swab32s(&p->fl.own);\n"), str)    # a 32-bit swap of a 64-bit field
+    assert isinstance(run(head + "\t__swab64s(&p->iv.w);\n"), str)  # pad and pid swapped as one 64-bit integer
+    assert gen.union_member_unswabbed(_OneFile(""), structs, "pol", "fl", "swab_pol") is None   # no routine

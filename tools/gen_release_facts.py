@@ -1054,9 +1054,9 @@ def union_member_unswabbed(tree: Tree, structs: dict, union: str, member: str, f
     """{member, struct (the member's structure), fields (those `func` leaves as sent), cite}:
     each `__swabNNs(&p->view.field)` of the routine swaps the bytes of `field` in the union's
     `view`; a member field whose bytes are swapped an even number of times, none included, is
-    left as sent, one swapped once at its own size is swapped.  None if the routine is not in
-    the tree; a problem (a string) if it or a structure cannot be read, or a swap covers part
-    of a field (no rule of this kind then)."""
+    left as sent, one swapped an odd number of times, once at its own size, is swapped.  None
+    if the routine is not in the tree; a problem (a string) if it or a structure cannot be
+    read, or a swap covers part of a field or several (no rule of this kind then)."""
     got = None
     for path in SWAB_FILES:
         got = function_body(tree.read(path) or "", func)
@@ -1072,12 +1072,13 @@ def union_member_unswabbed(tree: Tree, structs: dict, union: str, member: str, f
     def layout(type_name):
         name = type_name[len("struct "):] if type_name.startswith("struct ") else None
         return {f["name"]: f for f in structs[name]["fields"]} if name in structs else None
-    counts = [0] * structs[union]["size"]
+    counts, spans = [0] * structs[union]["size"], set()
     for bits, view, field in re.findall(r"__swab(16|32|64)s\s*\(\s*&\s*\w+\s*->\s*(\w+)\s*\.\s*(\w+)\s*\)", body):
         fields = layout(views[view]["type"]) if view in views else None
         if not fields or field not in fields or fields[field]["size"] != int(bits) // 8:
             return f"{func}: cannot place the swap of {view}.{field}"
         at = views[view]["offset"] + fields[field]["offset"]
+        spans.add((at, fields[field]["size"]))
         for b in range(at, at + fields[field]["size"]):
             counts[b] += 1
     mtype = views[member]["type"][len("struct "):] if member in views else None
@@ -1089,8 +1090,11 @@ def union_member_unswabbed(tree: Tree, structs: dict, union: str, member: str, f
         seen = {counts[views[member]["offset"] + f["offset"] + b] for b in range(f["size"])}
         if len(seen) != 1:
             return f"{func}: swaps part of {member}.{f['name']}"
+        at = views[member]["offset"] + f["offset"]
         if seen.pop() % 2 == 0:
             left.append(f["name"])
+        elif (at, f["size"]) not in spans:      # swapped, but not as one integer of its own size
+            return f"{func}: swaps {member}.{f['name']} other than at its own size"
     return {"member": member, "struct": mtype, "fields": sorted(left),
             "cite": f"{path}:{line} {func} (bytes swapped an even number of times are left as sent)"}
 

@@ -32,8 +32,9 @@ def _known_bits(rel: str, name: str) -> int:
 
 def _undefined(rel: str, mask: int) -> int:
     """The bits of `mask` no OBD_MD_* flag of release `rel` defines: what VALID-UNKNOWN-1 is
-    about.  A bit Lustre defines that the table ties to no field (OBD_MD_FLRDEV, DOM_SIZE, ...)
-    is not unknown: a decoder that loses it breaks the structure's own valid-bit rule."""
+    about.  A bit Lustre defines that the table ties to no field of the structure (OBD_MD_FLRDEV
+    and DOM_SIZE in an obdo, ...) is not unknown: a decoder that loses it breaks the
+    structure's own valid-bit rule."""
     return mask & ~layouts.defined_valid_bits(rel)
 
 
