@@ -360,3 +360,72 @@ def test_an_evicted_client_replays_nothing_it_sent_before_the_eviction():
     assert findings["CLI-ERR-1"].verdict == "pass"
     # a replay of it is the replay of nothing the target holds of the client
     assert failures(cj.judge(evicted_then_restarted(replay_the_old=True))) == {"CLI-REPLAY-1": 6}
+
+
+def test_two_mounts_at_once_are_judged_each_against_its_own_import():
+    """Two mounts on one node, their requests interleaved: one XID counter, but each import has
+    its own count, its own export handle and its own unreplied list, from which its
+    pb_last_xid comes (ptlrpc_known_replied_xid): a request of the second import may name a
+    last XID at or above a request of the first still awaiting its reply.  The judge follows
+    the export handle a request carries, as the target does (class_conn2export).  A request
+    of one import carrying the other's count still breaks CLI-CONN-2."""
+    a, events = connected()
+    a.cookie = COOKIE
+    b = Client("second-mount", handle=8)
+    b.next_xid = a.next_xid
+    xb, data = b.connect()
+    events.append(cj.Sent(xb, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    b.cookie, a.next_xid = COOKIE + 1, b.next_xid
+    xa, ping = a.request("OBD_PING")                           # a's ping, waiting for its reply
+    a.unreplied.add(xa)
+    b.next_xid = a.next_xid
+    for _ in range(2):
+        xs, statfs = b.request("OST_STATFS")                   # b knows nothing of a's ping
+        events.append(cj.Sent(xs, statfs, reply(opc=wire.C("OST_STATFS"))))
+    a.next_xid = b.next_xid
+    events.append(cj.Sent(xa, ping, reply(opc=wire.C("OBD_PING"))))
+    a.unreplied.discard(xa)
+    xr, again = a.connect()                                    # a reconnects: its count 2, b's still 1
+    events.append(cj.Sent(xr, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    b.next_xid = a.next_xid
+    xs, statfs = b.request("OST_STATFS")                       # b's count is still 1
+    events.append(cj.Sent(xs, statfs, reply(opc=wire.C("OST_STATFS"))))
+    findings = cj.judge(events)
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    a.next_xid = b.next_xid
+    xw, wrong = b.request("OST_STATFS", conn_cnt=2)             # b with a's count
+    assert failures(cj.judge(events + [cj.Sent(xw, wrong, reply(opc=wire.C("OST_STATFS")))])) == {"CLI-CONN-2": 7}
+
+
+def test_a_mounts_last_xid_counts_only_its_own_requests_awaiting_a_reply():
+    """The first mount's ping loses its reply and is resent after a reconnect; meanwhile the
+    second mount's request names a last XID above the ping's: its own unreplied list is empty
+    (ptlrpc_known_replied_xid), so that is right.  The same last XID from the first mount, whose
+    ping still awaits its reply, breaks CLI-LASTXID-1."""
+    a, events = connected()
+    a.cookie = COOKIE
+    b = Client("second-mount", handle=8)
+    b.next_xid = a.next_xid
+    xb, data = b.connect()
+    events.append(cj.Sent(xb, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    b.cookie, a.next_xid = COOKIE + 1, b.next_xid
+    xa, ping = a.request("OBD_PING")
+    events.append(cj.Sent(xa, ping, None, "drop-reply"))
+    a.unreplied.add(xa)
+    b.next_xid = a.next_xid
+    xs, statfs = b.request("OST_STATFS")
+    assert wire.parse(statfs, "request").body["pb_last_xid"] >= xa
+    events.append(cj.Sent(xs, statfs, reply(opc=wire.C("OST_STATFS"))))
+    a.next_xid = b.next_xid
+    xr, again = a.connect()
+    events.append(cj.Sent(xr, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    _, resend = a.request("OBD_PING", xid=xa, flags=cj.MSG_RESENT)
+    events.append(cj.Sent(xa, resend, reply(opc=wire.C("OBD_PING"))))
+    findings = cj.judge(events)
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    assert findings["CLI-LASTXID-1"].verdict == "pass"
+    wrong = events[:3] + [cj.Sent(xs, a.request("OST_STATFS", xid=xs, last_xid=xa, conn_cnt=1)[1], reply(opc=wire.C("OST_STATFS")))] \
+        + events[4:]
+    assert failures(cj.judge(wrong)) == {"CLI-LASTXID-1": 3}

@@ -144,6 +144,24 @@ def _client_uuid(msg: wire.Message) -> bytes | None:
     return bytes(msg.buffers[2]).split(b"\0", 1)[0] or None
 
 
+@dataclass
+class _Import:
+    """What the judge knows of one import of the client (one OSC: one client UUID): its export
+    handle, its connect count and what came back to it."""
+    handle: int = 0                          # the export handle of its last successful connect reply
+    conn_cnt: int | None = None              # pb_conn_cnt of its last connect sent
+    before: tuple[int, int, int] | None = None   # (pb_conn_cnt, handle) before that connect, and its
+                                             # XID: a request packed then may reach the target after it
+                                             # (ptl_send_rpc reads imp_conn_cnt unlocked, long before LNet sends)
+    committed: int = 0                       # the highest pb_last_committed delivered
+    late_committed: int = 0                  # ... or perhaps delivered, by a late reply
+    transnos: dict = field(default_factory=dict)        # xid -> transno its reply gave (uncommitted candidates)
+    late_transnos: dict = field(default_factory=dict)   # xid -> transno a late reply gave (replayed or not)
+    restarted: bool = False                  # the target restarted since its last reconnect
+    recovery: dict | None = None             # the replay phase after a reconnect to a recovering target
+    must_reconnect: "_Request | None" = None  # an ERR -ENOTCONN/-ENODEV answered this request
+
+
 def judge(events) -> dict[str, Finding]:
     """The findings of every client rule over a conversation (a sequence of Sent and Restart)."""
     j = _Judge()
@@ -156,32 +174,34 @@ def judge(events) -> dict[str, Finding]:
     xids: dict[int, _Request] = {}          # xid -> its first send
     state: dict[int, str] = {}              # xid -> open, answered, einprogress
     einprogress: dict[tuple, int] = {}       # content -> XID answered -EINPROGRESS, not yet retried
-    handle = 0                               # the export handle of the last successful connect reply
-    conn_cnt: int | None = None              # pb_conn_cnt of the last connect sent
-    uuid: bytes | None = None                # the client UUID that connect named (buffer 2): an import
-    imports: dict[bytes, tuple] = {}         # the other imports' (handle, conn_cnt, before)
-    before: tuple[int, int, int] | None = None   # (pb_conn_cnt, handle) before that connect, and its
-                                             # XID: a request packed then may reach the target after it
-                                             # (ptl_send_rpc reads imp_conn_cnt unlocked, long before LNet sends)
-    committed = 0                            # the highest pb_last_committed delivered
-    late_committed = 0                       # ... or perhaps delivered, by a late reply
-    transnos: dict[int, int] = {}            # xid -> transno its reply gave (uncommitted candidates)
-    late_transnos: dict[int, int] = {}       # xid -> transno a late reply gave (replayed or not)
-    restarted = False
-    recovery: dict | None = None             # the replay phase after a reconnect to a recovering target
-    must_reconnect: _Request | None = None   # an ERR -ENOTCONN/-ENODEV answered this request
+    imports: dict[bytes | None, _Import] = {}   # client UUID (None: not named) -> its import
+    key: bytes | None = None                 # the import of the last request
+    owner: dict[int, bytes | None] = {}      # xid -> the import that sent it first
 
     for e in events:
         if isinstance(e, Restart):
-            restarted = True
+            for each in imports.values():
+                each.restarted = True
             continue
         r, body, i = e, e.msg.body, e.index
         is_connect = r.opc == CONNECTS[0]
+        # -- the import: a connect names it by its client UUID (a new mount's OSC has one of
+        # its own); any other request by the export handle it carries, as the target finds
+        # the export (class_conn2export), else the import of the request before it
+        if is_connect:
+            named = _client_uuid(r.msg)
+            key = named if named is not None else key
+        elif body["pb_handle"]:
+            key = next((k for k, m in imports.items() if m.handle == body["pb_handle"]), key)
+        if key not in imports:
+            imports[key] = _Import()         # none before a restart: it has nothing to recover
+        imp = imports[key]
 
         # -- CLI-XID-1, CLI-RESEND-1, CLI-ERR-2: what a send with a known XID may be
         first = xids.get(r.xid)
         if first is None:
             xids[r.xid] = r
+            owner[r.xid] = key
             state[r.xid] = "open"
             j.ok("CLI-XID-1")
             retried = einprogress.pop(r.content, None)
@@ -213,50 +233,46 @@ def judge(events) -> dict[str, Finding]:
                     f"is sent again without MSG_RESENT (flags {body['pb_flags']:#x})")
 
         # -- CLI-CONN-1, CLI-CONN-2, CLI-CONN-3: connects, their count and the export handle
-        if is_connect and r.opc == CONNECTS[0]:
-            named = _client_uuid(r.msg)
-            if uuid is not None and named is not None and named != uuid:
-                # another import (a new mount's OSC has a UUID of its own): its own count, from 1,
-                # and its own handle, none yet (ptlrpc_connect_import_locked, obd_connect)
-                imports[uuid] = (handle, conn_cnt, before)
-                handle, conn_cnt, before = imports.get(named, (0, None, None))
-            uuid = named if named is not None else uuid
         if is_connect:
             initial = bool(body["pb_op_flags"] & CONNECT_INITIAL)
-            if handle:
-                j.check("CLI-CONN-1", not initial and body["pb_handle"] == handle, i,
-                        f"a reconnect must carry the export handle {handle:#x} and no MSG_CONNECT_INITIAL; "
+            if imp.handle:
+                j.check("CLI-CONN-1", not initial and body["pb_handle"] == imp.handle, i,
+                        f"a reconnect must carry the export handle {imp.handle:#x} and no MSG_CONNECT_INITIAL; "
                         f"it has pb_handle {body['pb_handle']:#x}, op_flags {body['pb_op_flags']:#x}")
             else:
                 j.check("CLI-CONN-1", initial and body["pb_handle"] == 0, i,
                         f"a first connect must carry MSG_CONNECT_INITIAL and no handle; it has pb_handle "
                         f"{body['pb_handle']:#x}, op_flags {body['pb_op_flags']:#x}")
-            if conn_cnt is not None:
+            if imp.conn_cnt is not None:
                 # one more per attempt; an attempt that failed before sending counted too
-                j.check("CLI-CONN-2", body["pb_conn_cnt"] > conn_cnt, i,
-                        f"the connect after one with pb_conn_cnt {conn_cnt} carries {body['pb_conn_cnt']}, "
+                j.check("CLI-CONN-2", body["pb_conn_cnt"] > imp.conn_cnt, i,
+                        f"the connect after one with pb_conn_cnt {imp.conn_cnt} carries {body['pb_conn_cnt']}, "
                         f"not more")
-            before = (conn_cnt, handle, r.xid) if conn_cnt is not None else None
-            conn_cnt = body["pb_conn_cnt"]
-        elif conn_cnt is not None:
+            imp.before = (imp.conn_cnt, imp.handle, r.xid) if imp.conn_cnt is not None else None
+            imp.conn_cnt = body["pb_conn_cnt"]
+        elif imp.conn_cnt is not None:
             # XIDs are given as requests are sent for the first time: one packed before the
             # connect has a lower XID than the connect's
-            straggler = before is not None and body["pb_conn_cnt"] == before[0] != conn_cnt and r.xid < before[2]
-            j.check("CLI-CONN-2", body["pb_conn_cnt"] == conn_cnt or straggler, i,
-                    f"pb_conn_cnt {body['pb_conn_cnt']} is not {conn_cnt}, the count of the last connect"
-                    + (f" (nor {before[0]}, that of the one before it)" if before else ""))
-            j.check("CLI-CONN-3", body["pb_handle"] == (before[1] if straggler else handle), i,
-                    f"pb_handle {body['pb_handle']:#x} is not the export handle {handle:#x} of the last connect reply")
+            straggler = (imp.before is not None and body["pb_conn_cnt"] == imp.before[0] != imp.conn_cnt
+                         and r.xid < imp.before[2])
+            j.check("CLI-CONN-2", body["pb_conn_cnt"] == imp.conn_cnt or straggler, i,
+                    f"pb_conn_cnt {body['pb_conn_cnt']} is not {imp.conn_cnt}, the count of the last connect"
+                    + (f" (nor {imp.before[0]}, that of the one before it)" if imp.before else ""))
+            j.check("CLI-CONN-3", body["pb_handle"] == (imp.before[1] if straggler else imp.handle), i,
+                    f"pb_handle {body['pb_handle']:#x} is not the export handle {imp.handle:#x} of the last "
+                    f"connect reply")
 
         if r.opc == CONNECTS[1]:
-            handle = 0                          # the disconnect clears the import's remote handle
+            imp.handle = 0                          # the disconnect clears the import's remote handle
 
         # -- CLI-LASTXID-1: 0 on a connect; else below every XID still awaiting its reply
         if r.opc in CONNECTS:
             j.check("CLI-LASTXID-1", body["pb_last_xid"] == 0, i,
                     f"a connect or disconnect carries pb_last_xid {body['pb_last_xid']:#x}, not 0")
         else:
-            waiting = [x for x, s in state.items() if s == "open" and later_xids[x] > i or x == r.xid]
+            # pb_last_xid comes from the import's own unreplied list (ptlrpc_known_replied_xid)
+            waiting = [x for x, s in state.items() if s == "open" and later_xids[x] > i and owner[x] == key
+                       or x == r.xid]
             low = min(waiting)
             j.check("CLI-LASTXID-1", body["pb_last_xid"] < low, i,
                     f"pb_last_xid {body['pb_last_xid']:#x} is not below XID {low:#x}, which still awaits its reply")
@@ -264,32 +280,33 @@ def judge(events) -> dict[str, Finding]:
         # -- CLI-ERR-1: after ERR -ENOTCONN/-ENODEV the next request is a connect, but for
         # requests already on their way when the ERR came (ptlrpc_set_import_discon reconnects
         # for the first ERR only; the target may read the others after it)
-        if must_reconnect is not None:
+        if imp.must_reconnect is not None:
             # on its way: a first send (a new XID), never a resend, with the count the ERR'd one had
             in_flight = (not is_connect and first is None and not r.flags(MSG_RESENT)
-                         and body["pb_conn_cnt"] == must_reconnect.msg.body["pb_conn_cnt"])
+                         and body["pb_conn_cnt"] == imp.must_reconnect.msg.body["pb_conn_cnt"])
             if not in_flight:
                 j.check("CLI-ERR-1", is_connect, i,
-                        f"after ERR {must_reconnect.reply.status} to exchange {must_reconnect.index} the client "
+                        f"after ERR {imp.must_reconnect.reply.status} to exchange {imp.must_reconnect.index} "
+                        f"the client "
                         f"sends opc {r.opc} (pb_conn_cnt {body['pb_conn_cnt']}) before reconnecting")
-                must_reconnect = None
+                imp.must_reconnect = None
 
         # -- CLI-REPLAY-*: the replay phase after a reconnect to a recovering target
         replay = r.flags(MSG_REPLAY)
-        if recovery is not None and not is_connect:
+        if imp.recovery is not None and not is_connect:
             done = r.flags(REQ_REPLAY_DONE | LOCK_REPLAY_DONE)
             if replay:
                 t = body["pb_transno"]
-                given = transnos.get(r.xid, late_transnos.get(r.xid))
+                given = imp.transnos.get(r.xid, imp.late_transnos.get(r.xid))
                 original = xids[r.xid] if given is not None else None
-                if t <= recovery["committed"]:
+                if t <= imp.recovery["committed"]:
                     j.fail("CLI-REPLAY-3", i, f"replays transno {t:#x}, which pb_last_committed "
-                                              f"{recovery['committed']:#x} covered")
+                                              f"{imp.recovery['committed']:#x} covered")
                 else:
                     j.ok("CLI-REPLAY-3")
-                    j.check("CLI-REPLAY-2", t >= recovery["last"], i,
-                            f"replays transno {t:#x} after transno {recovery['last']:#x}")
-                    recovery["last"] = max(recovery["last"], t)
+                    j.check("CLI-REPLAY-2", t >= imp.recovery["last"], i,
+                            f"replays transno {t:#x} after transno {imp.recovery['last']:#x}")
+                    imp.recovery["last"] = max(imp.recovery["last"], t)
                 if original is not None:
                     j.check("CLI-REPLAY-1", t == given, i,
                             f"the replay of XID {r.xid:#x} carries transno {t:#x}, its reply gave "
@@ -297,18 +314,18 @@ def judge(events) -> dict[str, Finding]:
                 else:
                     j.fail("CLI-REPLAY-1", i, f"a replay under XID {r.xid:#x}, which no request answered with "
                                               f"a transno had: a replay keeps its request's XID")
-                recovery["replayed"].add(t)
+                imp.recovery["replayed"].add(t)
             elif done:
-                missing = sorted(recovery["expected"] - recovery["replayed"])
+                missing = sorted(imp.recovery["expected"] - imp.recovery["replayed"])
                 j.check("CLI-REPLAY-1", not missing, i,
                         f"MSG_REQ_REPLAY_DONE without replaying transnos {[hex(t) for t in missing]}")
                 j.ok("CLI-REPLAY-4")
-                recovery = None
+                imp.recovery = None
             else:
                 j.fail("CLI-REPLAY-4", i, f"opc {r.opc} (flags {body['pb_flags']:#x}) is sent during replay, "
                                           f"before MSG_REQ_REPLAY_DONE | MSG_LOCK_REPLAY_DONE")
-                recovery = None             # the client has left its replay phase
-        elif replay and recovery is None and not is_connect:
+                imp.recovery = None             # the client has left its replay phase
+        elif replay and imp.recovery is None and not is_connect:
             j.fail("CLI-REPLAY-4", i, "MSG_REPLAY outside a recovery (after MSG_REQ_REPLAY_DONE or without "
                                       "a reconnect to a recovering target)")
 
@@ -320,9 +337,9 @@ def judge(events) -> dict[str, Finding]:
             state[r.xid] = "late"
             lb = r.late.body
             if lb["pb_type"] == wire.REPLY and r.late.status != EINPROGRESS:
-                late_committed = max(late_committed, lb["pb_last_committed"])
+                imp.late_committed = max(imp.late_committed, lb["pb_last_committed"])
                 if lb["pb_transno"] and not replay:
-                    late_transnos[r.xid] = lb["pb_transno"]
+                    imp.late_transnos[r.xid] = lb["pb_transno"]
         if rep is None:
             continue
         rb = rep.body
@@ -331,34 +348,34 @@ def judge(events) -> dict[str, Finding]:
             # MSG_REQ_REPLAY_DONE ping (not sent in LUSTRE_IMP_FULL) is left to its own
             # interpret callback, which is not judged here
             if not r.flags(MSG_REPLAY) and not body["pb_flags"] & (REQ_REPLAY_DONE | LOCK_REPLAY_DONE):
-                must_reconnect = r
+                imp.must_reconnect = r
             continue
         if rep.status == EINPROGRESS:
             state[r.xid] = "einprogress"
             einprogress[r.content] = r.xid
             continue
         state[r.xid] = "answered"
-        committed = max(committed, rb["pb_last_committed"])
+        imp.committed = max(imp.committed, rb["pb_last_committed"])
         if rb["pb_transno"] and not replay:
-            transnos[r.xid] = rb["pb_transno"]
+            imp.transnos[r.xid] = rb["pb_transno"]
         if is_connect and rb["pb_type"] == wire.REPLY and rep.status == 0 and rb["pb_handle"]:
-            if rb["pb_handle"] != handle and not rb["pb_op_flags"] & CONNECT_RECOVERING:
+            if rb["pb_handle"] != imp.handle and not rb["pb_op_flags"] & CONNECT_RECOVERING:
                 # a new export outside recovery: the target holds nothing of the client.  An
                 # evicted client frees its replays (import.c: ptlrpc_connect_interpret sets
                 # LUSTRE_IMP_EVICTED; ptlrpc_invalidate_import: ptlrpc_abort_inflight fails the
                 # requests in flight, ptlrpc_free_committed frees those of the old import
                 # generation); one found holding no data (IMPF_NO_CACHED_DATA) has none
-                transnos.clear()
-            handle = rb["pb_handle"]
+                imp.transnos.clear()
+            imp.handle = rb["pb_handle"]
             # a reconnect to a target that restarted begins the replay phase; one to a target
             # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)
-            if restarted and recovery is None and rb["pb_op_flags"] & CONNECT_RECOVERING:
+            if imp.restarted and imp.recovery is None and rb["pb_op_flags"] & CONNECT_RECOVERING:
                 # owed: what the client surely holds uncommitted (a late reply's last committed
                 # may have reached it); it may also replay a late reply's transno
-                expected = {t for t in transnos.values() if t > max(committed, late_committed)}
-                recovery = {"committed": committed, "expected": expected, "replayed": set(), "last": 0}
-                restarted = False
-    if recovery is not None:
+                expected = {t for t in imp.transnos.values() if t > max(imp.committed, imp.late_committed)}
+                imp.recovery = {"committed": imp.committed, "expected": expected, "replayed": set(), "last": 0}
+                imp.restarted = False
+    if any(m.recovery is not None for m in imports.values()):
         j.fail("CLI-REPLAY-4", len(events) - 1, "the conversation ends in replay: no MSG_REQ_REPLAY_DONE "
                                                 "| MSG_LOCK_REPLAY_DONE was sent")
     return j.done()
