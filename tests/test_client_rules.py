@@ -364,11 +364,9 @@ def test_an_evicted_client_replays_nothing_it_sent_before_the_eviction():
 
 def test_two_mounts_at_once_are_judged_each_against_its_own_import():
     """Two mounts on one node, their requests interleaved: one XID counter, but each import has
-    its own count, its own export handle and its own unreplied list, from which its
-    pb_last_xid comes (ptlrpc_known_replied_xid): a request of the second import may name a
-    last XID at or above a request of the first still awaiting its reply.  The judge follows
-    the export handle a request carries, as the target does (class_conn2export).  A request
-    of one import carrying the other's count still breaks CLI-CONN-2."""
+    its own count and its own export handle.  The judge follows the export handle a request
+    carries, as the target does (class_conn2export).  A request of one import carrying the
+    other's count still breaks CLI-CONN-2."""
     a, events = connected()
     a.cookie = COOKIE
     b = Client("second-mount", handle=8)
@@ -400,9 +398,9 @@ def test_two_mounts_at_once_are_judged_each_against_its_own_import():
 
 def test_a_mounts_last_xid_counts_only_its_own_requests_awaiting_a_reply():
     """The first mount's ping loses its reply and is resent after a reconnect; meanwhile the
-    second mount's request names a last XID above the ping's: its own unreplied list is empty
-    (ptlrpc_known_replied_xid), so that is right.  The same last XID from the first mount, whose
-    ping still awaits its reply, breaks CLI-LASTXID-1."""
+    second mount's request names a last XID at or above the ping's: its own unreplied list
+    holds only that request (ptlrpc_known_replied_xid), so that is right.  The same last XID
+    from the first mount, whose ping still awaits its reply, breaks CLI-LASTXID-1."""
     a, events = connected()
     a.cookie = COOKIE
     b = Client("second-mount", handle=8)
@@ -429,3 +427,54 @@ def test_a_mounts_last_xid_counts_only_its_own_requests_awaiting_a_reply():
     wrong = events[:3] + [cj.Sent(xs, a.request("OST_STATFS", xid=xs, last_xid=xa, conn_cnt=1)[1], reply(opc=wire.C("OST_STATFS")))] \
         + events[4:]
     assert failures(cj.judge(wrong)) == {"CLI-LASTXID-1": 3}
+
+
+def test_a_request_packed_before_its_mount_got_a_new_export_is_that_mounts():
+    """The first mount is evicted (ERR -ENOTCONN) and reconnects to a new export, a new handle;
+    a request it had packed before, with the old count and handle, reaches the target after a
+    request of the second mount.  The old handle is the first mount's (it had it), so the
+    request is judged against the first mount's import, as a straggler of its reconnect
+    (CLI-CONN-2, CLI-CONN-3), and its ERR is the first mount's to reconnect after, not the
+    second's.  And a request of the second mount whose content matches one of the first's
+    answered -EINPROGRESS is a new request, not that one's retry (CLI-ERR-2)."""
+    a, events = connected()
+    a.cookie = COOKIE
+    b = Client("second-mount", handle=8)
+    b.next_xid = a.next_xid
+    xb, data = b.connect()
+    events.append(cj.Sent(xb, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    b.cookie, a.next_xid = COOKIE + 1, b.next_xid
+    notconn = reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OBD_PING"))
+    xe, ping = a.request("OBD_PING")
+    events.append(cj.Sent(xe, ping, notconn))
+    xs, straggler = a.request("OST_STATFS")                     # packed with count 1, handle COOKIE
+    xr, again = a.connect()                                      # count 2: evicted, a new export
+    events.append(cj.Sent(xr, again, reply(handle=COOKIE + 2, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    a.cookie, b.next_xid = COOKIE + 2, a.next_xid
+    xq, statfs = b.request("OST_STATFS")
+    events.append(cj.Sent(xq, statfs, reply(opc=wire.C("OST_STATFS"))))
+    events.append(cj.Sent(xs, straggler, reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OST_STATFS"))))
+    a.next_xid = b.next_xid
+    xt, statfs_b = b.request("OST_STATFS")                      # the second mount goes on as before
+    events.append(cj.Sent(xt, statfs_b, reply(opc=wire.C("OST_STATFS"))))
+    findings = cj.judge(events)
+    assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
+    # -EINPROGRESS: each import's own retries
+    c, events = connected()
+    c.cookie = COOKIE
+    d = Client("second-mount", handle=8)
+    d.next_xid = c.next_xid
+    xd, data = d.connect()
+    events.append(cj.Sent(xd, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    d.cookie, c.next_xid = COOKIE + 1, d.next_xid
+    xg, getattr_ = c.request("OST_GETATTR", [b"object 1"])
+    events.append(cj.Sent(xg, getattr_, reply(pb_type=wire.ERR, status=cj.EINPROGRESS, opc=wire.C("OST_GETATTR"))))
+    d.next_xid = c.next_xid
+    xo, other = d.request("OST_GETATTR", [b"object 1"])        # the same content, another mount
+    events.append(cj.Sent(xo, other, reply(opc=wire.C("OST_GETATTR"))))
+    c.next_xid = d.next_xid
+    xn, retry = c.request("OST_GETATTR", [b"object 1"], flags=cj.MSG_RESENT)    # the first mount's retry
+    events.append(cj.Sent(xn, retry, reply(opc=wire.C("OST_GETATTR"))))
+    findings = cj.judge(events)
+    assert not failures(findings) and findings["CLI-ERR-2"].verdict == "pass", \
+        [f.describe() for f in findings.values() if f.verdict != "pass"]

@@ -1,7 +1,8 @@
 """The client judge: a recorded conversation in, one finding per client rule out.
 
-A conversation is what the suite, playing the target, saw of one client (one node, one
-import): the requests it sent in order, each with the XID its LNet PUT carried (the match
+A conversation is what the suite, playing the target, saw of one client (one node: one XID
+counter; one import per mount, told apart by client UUID and export handle): the requests it
+sent in order, each with the XID its LNet PUT carried (the match
 bits: PtlRPC's XID is not in the message) and what the client got back - the reply bytes
 delivered, or nothing (the request or its reply was dropped, delayed past the client's
 timeout, or lost to a reset) - and, between them, the target's restarts.  The judge is pure:
@@ -160,6 +161,7 @@ class _Import:
     restarted: bool = False                  # the target restarted since its last reconnect
     recovery: dict | None = None             # the replay phase after a reconnect to a recovering target
     must_reconnect: "_Request | None" = None  # an ERR -ENOTCONN/-ENODEV answered this request
+    handles: set = field(default_factory=set)   # every export handle it has had
 
 
 def judge(events) -> dict[str, Finding]:
@@ -173,7 +175,7 @@ def judge(events) -> dict[str, Finding]:
 
     xids: dict[int, _Request] = {}          # xid -> its first send
     state: dict[int, str] = {}              # xid -> open, answered, einprogress
-    einprogress: dict[tuple, int] = {}       # content -> XID answered -EINPROGRESS, not yet retried
+    einprogress: dict[tuple, int] = {}       # (import, content) -> XID answered -EINPROGRESS, not yet retried
     imports: dict[bytes | None, _Import] = {}   # client UUID (None: not named) -> its import
     key: bytes | None = None                 # the import of the last request
     owner: dict[int, bytes | None] = {}      # xid -> the import that sent it first
@@ -187,12 +189,15 @@ def judge(events) -> dict[str, Finding]:
         is_connect = r.opc == CONNECTS[0]
         # -- the import: a connect names it by its client UUID (a new mount's OSC has one of
         # its own); any other request by the export handle it carries, as the target finds
-        # the export (class_conn2export), else the import of the request before it
+        # the export (class_conn2export): an import's handle now, else one it had before (a
+        # request packed before a reconnect that got a new export), else the import of the
+        # request before it
         if is_connect:
             named = _client_uuid(r.msg)
             key = named if named is not None else key
         elif body["pb_handle"]:
-            key = next((k for k, m in imports.items() if m.handle == body["pb_handle"]), key)
+            key = next((k for k, m in imports.items() if m.handle == body["pb_handle"]),
+                       next((k for k, m in imports.items() if body["pb_handle"] in m.handles), key))
         if key not in imports:
             imports[key] = _Import()         # none before a restart: it has nothing to recover
         imp = imports[key]
@@ -204,7 +209,7 @@ def judge(events) -> dict[str, Finding]:
             owner[r.xid] = key
             state[r.xid] = "open"
             j.ok("CLI-XID-1")
-            retried = einprogress.pop(r.content, None)
+            retried = einprogress.pop((key, r.content), None)
             if retried is not None and r.opc in NOT_RETRIED:
                 retried = None                  # never retried: a new request of the same content
             if retried is not None:
@@ -214,8 +219,8 @@ def judge(events) -> dict[str, Finding]:
         elif first.content != r.content:
             j.fail("CLI-XID-1", i, f"a new request ({wire.TYPE_NAME.get(body['pb_type'], '?')} opc {r.opc}) "
                                    f"reuses XID {r.xid:#x} of the request sent at exchange {first.index}")
-        elif einprogress.get(r.content) == r.xid:
-            del einprogress[r.content]
+        elif einprogress.get((key, r.content)) == r.xid:
+            del einprogress[(key, r.content)]
             state[r.xid] = "open"               # sent again, it awaits a reply again
             j.fail("CLI-ERR-2", i, f"the retry after -EINPROGRESS keeps XID {r.xid:#x}: Lustre gives it a new one")
         elif state[r.xid] in ("answered", "late") and r.flags(MSG_RESENT) and not r.flags(MSG_REPLAY):
@@ -352,7 +357,7 @@ def judge(events) -> dict[str, Finding]:
             continue
         if rep.status == EINPROGRESS:
             state[r.xid] = "einprogress"
-            einprogress[r.content] = r.xid
+            einprogress[(key, r.content)] = r.xid
             continue
         state[r.xid] = "answered"
         imp.committed = max(imp.committed, rb["pb_last_committed"])
@@ -367,6 +372,7 @@ def judge(events) -> dict[str, Finding]:
                 # generation); one found holding no data (IMPF_NO_CACHED_DATA) has none
                 imp.transnos.clear()
             imp.handle = rb["pb_handle"]
+            imp.handles.add(imp.handle)
             # a reconnect to a target that restarted begins the replay phase; one to a target
             # still recovering while the client replays goes on with it (ptlrpc_connect_interpret)
             if imp.restarted and imp.recovery is None and rb["pb_op_flags"] & CONNECT_RECOVERING:
