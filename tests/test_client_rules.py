@@ -55,6 +55,15 @@ def lost_ping_then_resent(resent_flag: int) -> list:
     return events
 
 
+def reconnect_and_resend_ping(c: Client, events: list, xid: int) -> None:
+    """`c` reconnects (the same export) and resends its ping `xid` with MSG_RESENT, both answered."""
+    x2, again = c.connect()
+    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
+                                           opc=wire.C("OST_CONNECT"))))
+    _, resend = c.request("OBD_PING", xid=xid, flags=cj.MSG_RESENT)
+    events.append(cj.Sent(xid, resend, reply(opc=wire.C("OBD_PING"))))
+
+
 def test_a_resend_after_a_lost_reply_with_msg_resent_passes():
     findings = cj.judge(lost_ping_then_resent(cj.MSG_RESENT))
     assert not failures(findings)
@@ -88,11 +97,7 @@ def test_a_resend_of_an_answered_request_is_a_resend():
     xid, data = c.request("OBD_PING")
     events.append(cj.Sent(xid, data, reply(opc=wire.C("OBD_PING"))))
     c.unreplied.add(xid)
-    x2, again = c.connect()
-    events.append(cj.Sent(x2, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
-                                           opc=wire.C("OST_CONNECT"))))
-    _, resend = c.request("OBD_PING", xid=xid, flags=cj.MSG_RESENT)
-    events.append(cj.Sent(xid, resend, reply(opc=wire.C("OBD_PING"))))
+    reconnect_and_resend_ping(c, events, xid)
     findings = cj.judge(events)
     assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
     assert findings["CLI-XID-1"].checked == 4           # two connects, the ping, its resend
@@ -362,11 +367,9 @@ def test_an_evicted_client_replays_nothing_it_sent_before_the_eviction():
     assert failures(cj.judge(evicted_then_restarted(replay_the_old=True))) == {"CLI-REPLAY-1": 6}
 
 
-def test_two_mounts_at_once_are_judged_each_against_its_own_import():
-    """Two mounts on one node, their requests interleaved: one XID counter, but each import has
-    its own count and its own export handle.  The judge follows the export handle a request
-    carries, as the target does (class_conn2export).  A request of one import carrying the
-    other's count still breaks CLI-CONN-2."""
+def two_mounts() -> tuple[Client, Client, list]:
+    """Two mounts of one node connected, one after the other: (the first, the second, the
+    conversation).  One XID counter: hand it over (next_xid) as the mounts take turns."""
     a, events = connected()
     a.cookie = COOKIE
     b = Client("second-mount", handle=8)
@@ -374,6 +377,15 @@ def test_two_mounts_at_once_are_judged_each_against_its_own_import():
     xb, data = b.connect()
     events.append(cj.Sent(xb, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
     b.cookie, a.next_xid = COOKIE + 1, b.next_xid
+    return a, b, events
+
+
+def test_two_mounts_at_once_are_judged_each_against_its_own_import():
+    """Two mounts on one node, their requests interleaved: one XID counter, but each import has
+    its own count and its own export handle.  The judge follows the export handle a request
+    carries, as the target does (class_conn2export).  A request of one import carrying the
+    other's count still breaks CLI-CONN-2."""
+    a, b, events = two_mounts()
     xa, ping = a.request("OBD_PING")                           # a's ping, waiting for its reply
     a.unreplied.add(xa)
     b.next_xid = a.next_xid
@@ -401,13 +413,7 @@ def test_a_mounts_last_xid_counts_only_its_own_requests_awaiting_a_reply():
     second mount's request names a last XID at or above the ping's: its own unreplied list
     holds only that request (ptlrpc_known_replied_xid), so that is right.  The same last XID
     from the first mount, whose ping still awaits its reply, breaks CLI-LASTXID-1."""
-    a, events = connected()
-    a.cookie = COOKIE
-    b = Client("second-mount", handle=8)
-    b.next_xid = a.next_xid
-    xb, data = b.connect()
-    events.append(cj.Sent(xb, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
-    b.cookie, a.next_xid = COOKIE + 1, b.next_xid
+    a, b, events = two_mounts()
     xa, ping = a.request("OBD_PING")
     events.append(cj.Sent(xa, ping, None, "drop-reply"))
     a.unreplied.add(xa)
@@ -416,11 +422,7 @@ def test_a_mounts_last_xid_counts_only_its_own_requests_awaiting_a_reply():
     assert wire.parse(statfs, "request").body["pb_last_xid"] >= xa
     events.append(cj.Sent(xs, statfs, reply(opc=wire.C("OST_STATFS"))))
     a.next_xid = b.next_xid
-    xr, again = a.connect()
-    events.append(cj.Sent(xr, again, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS | wire.C("MSG_CONNECT_RECONNECT"),
-                                           opc=wire.C("OST_CONNECT"))))
-    _, resend = a.request("OBD_PING", xid=xa, flags=cj.MSG_RESENT)
-    events.append(cj.Sent(xa, resend, reply(opc=wire.C("OBD_PING"))))
+    reconnect_and_resend_ping(a, events, xa)
     findings = cj.judge(events)
     assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
     assert findings["CLI-LASTXID-1"].verdict == "pass"
@@ -437,13 +439,7 @@ def test_a_request_packed_before_its_mount_got_a_new_export_is_that_mounts():
     (CLI-CONN-2, CLI-CONN-3), and its ERR is the first mount's to reconnect after, not the
     second's.  And a request of the second mount whose content matches one of the first's
     answered -EINPROGRESS is a new request, not that one's retry (CLI-ERR-2)."""
-    a, events = connected()
-    a.cookie = COOKIE
-    b = Client("second-mount", handle=8)
-    b.next_xid = a.next_xid
-    xb, data = b.connect()
-    events.append(cj.Sent(xb, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
-    b.cookie, a.next_xid = COOKIE + 1, b.next_xid
+    a, b, events = two_mounts()
     notconn = reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OBD_PING"))
     xe, ping = a.request("OBD_PING")
     events.append(cj.Sent(xe, ping, notconn))
@@ -460,13 +456,7 @@ def test_a_request_packed_before_its_mount_got_a_new_export_is_that_mounts():
     findings = cj.judge(events)
     assert not failures(findings), [f.describe() for f in findings.values() if f.verdict == "fail"]
     # -EINPROGRESS: each import's own retries
-    c, events = connected()
-    c.cookie = COOKIE
-    d = Client("second-mount", handle=8)
-    d.next_xid = c.next_xid
-    xd, data = d.connect()
-    events.append(cj.Sent(xd, data, reply(handle=COOKIE + 1, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
-    d.cookie, c.next_xid = COOKIE + 1, d.next_xid
+    c, d, events = two_mounts()
     xg, getattr_ = c.request("OST_GETATTR", [b"object 1"])
     events.append(cj.Sent(xg, getattr_, reply(pb_type=wire.ERR, status=cj.EINPROGRESS, opc=wire.C("OST_GETATTR"))))
     d.next_xid = c.next_xid
