@@ -468,3 +468,16 @@ def test_a_request_packed_before_its_mount_got_a_new_export_is_that_mounts():
     findings = cj.judge(events)
     assert not failures(findings) and findings["CLI-ERR-2"].verdict == "pass", \
         [f.describe() for f in findings.values() if f.verdict != "pass"]
+
+
+def test_what_comes_before_the_first_connect_is_the_import_it_names():
+    """A request before any connect (a conversation the judge may be given, not one a Lustre
+    client starts with) belongs to the import the first connect then names: an ERR -ENOTCONN
+    to it is followed by that connect (CLI-ERR-1 passes), as when the judge knew one import."""
+    c = Client("hand", handle=7)
+    xid, ping = c.request("OBD_PING")
+    events = [cj.Sent(xid, ping, reply(pb_type=wire.ERR, status=cj.RECOVERABLE[0], opc=wire.C("OBD_PING")))]
+    x2, data = c.connect()
+    events.append(cj.Sent(x2, data, reply(handle=COOKIE, op_flags=CONNECT_REPLY_FLAGS, opc=wire.C("OST_CONNECT"))))
+    findings = cj.judge(events)
+    assert findings["CLI-ERR-1"].verdict == "pass", findings["CLI-ERR-1"].describe()

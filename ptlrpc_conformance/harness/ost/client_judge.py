@@ -194,6 +194,11 @@ def judge(events) -> dict[str, Finding]:
         # request before it
         if is_connect:
             named = _client_uuid(r.msg)
+            if named is not None and key is None and None in imports and named not in imports:
+                # what came before the first connect that names the import is that import's
+                imports[named] = imports.pop(None)
+                owner = {x: named if k is None else k for x, k in owner.items()}
+                einprogress = {(named if k is None else k, c): x for (k, c), x in einprogress.items()}
             key = named if named is not None else key
         elif body["pb_handle"]:
             key = next((k for k, m in imports.items() if m.handle == body["pb_handle"]),
