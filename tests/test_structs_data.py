@@ -99,7 +99,6 @@ def test_valid_unknown_1_is_about_bits_no_flag_defines():
     defines that the valid-bit table ties to no field (OBD_MD_FLRDEV) is not unknown: a decoder
     that loses it breaks the structure's own rule, and an example whose mask holds only such
     bits is no evidence for VALID-UNKNOWN-1 (found by a review: both went to VALID-UNKNOWN-1)."""
-    from ptlrpc_conformance.spec import layouts
     from ptlrpc_conformance.suites import test_structs as ts
     rdev, undefined = spec.constant("OBD_MD_FLRDEV"), 1 << 63
     assert rdev & layouts.defined_valid_bits() and not undefined & layouts.defined_valid_bits()
@@ -116,11 +115,11 @@ def test_a_decoder_with_lustres_mdt_body_valid_bits_passes_every_valid_bit_case(
     together (tests/iuts.py LustreMdtValidView: mbo_version under FLDATAVERSION, the DoM size
     under DOM_SIZE, the buffer sizes under their buffers' bits, ...) passes every case that
     judges one, under the profiles of releases that define each of the bits (2.14 and later:
-    FLBTIME).  The table
-    once tied no bit to those fields: a vector with FLDATAVERSION set expected an empty view
-    and the property's other bits did the same, so such a decoder failed VALID-MDT-1."""
-    cases = [c for v in STRUCT_VECTORS if v.struct == "mdt_body" and "valid" in (v.expect or {})
-             for c in (f"{v.id}.decode",)] + ["structs.valid.mdt-body.decode", "structs.message.mds-getattr-reply.decode"]
+    FLBTIME).  The table once tied no bit to those fields: a vector with FLDATAVERSION set
+    expected an empty view and the property's other bits did the same, so such a decoder
+    failed VALID-MDT-1."""
+    cases = [f"{v.id}.decode" for v in STRUCT_VECTORS if v.struct == "mdt_body" and "valid" in (v.expect or {})] \
+        + ["structs.valid.mdt-body.decode", "structs.message.mds-getattr-reply.decode"]
     assert len(cases) >= 5
     for profile in ("lustre-2.17.57", "lustre-2.15.8"):
         args = ["--iut", "python:iuts:lustre_mdt_valid_view", "--profile", profile, "--examples", "200"]

@@ -294,7 +294,7 @@ VALID_OF = {"obdo": "VALID-OBDO-1", "mdt_body": "VALID-MDT-1"}
 def _mask_requirement(rel: str, name: str, want: int, got, otherwise: str) -> str:
     """A valid mask that differs only in bits no flag defines breaks VALID-UNKNOWN-1; any other
     difference, `otherwise`."""
-    if isinstance(got, int) and (want ^ got) and not (want ^ got) & layouts.defined_valid_bits(rel):
+    if isinstance(got, int) and (want ^ got) and _undefined(rel, want ^ got) == want ^ got:
         return "VALID-UNKNOWN-1"
     return otherwise
 

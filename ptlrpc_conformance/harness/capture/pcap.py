@@ -46,13 +46,22 @@ _MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
 _AT_SUPPORT = spec.constant("MSGHDR_AT_SUPPORT")
 
 
-def _round8(n: int) -> int:
+def round8(n: int) -> int:
     return (n + 7) & ~7
 
 
+def msg_order(data: bytes) -> str | None:
+    """The byte order of a lustre_msg_v2 header, told by lm_magic; None when `data` is no such
+    header (too short for one, or another magic)."""
+    magic = _HDR.field("lm_magic")
+    if len(data) < _HDR.field("lm_buflens").offset:
+        return None
+    return next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == _MSG_MAGIC), None)
+
+
 # pack_generic.c: lustre_msg_early_size: the header with one buffer, then a ptlrpc_body
-EARLY_SIZE = (_round8(_HDR.field("lm_buflens").offset + _HDR.field("lm_buflens").elem_size)
-              + _round8(spec.layout("ptlrpc_body_v3").size))
+EARLY_SIZE = (round8(_HDR.field("lm_buflens").offset + _HDR.field("lm_buflens").elem_size)
+              + round8(spec.layout("ptlrpc_body_v3").size))
 
 
 def reply_offset(request: bytes) -> int:
@@ -61,10 +70,7 @@ def reply_offset(request: bytes) -> int:
     (sec_null.c: null_authorize); a server's early replies go to offset 0
     (service.c: ptlrpc_at_send_early_reply), and the client tells them apart by the offset
     alone (events.c: reply_in_callback).  A message too short or of another magic: 0."""
-    magic, flags = _HDR.field("lm_magic"), _HDR.field("lm_flags")
-    if len(request) < _HDR.field("lm_buflens").offset:
-        return 0
-    order = next((o for o in ("little", "big") if int.from_bytes(request[magic.offset:magic.end], o) == _MSG_MAGIC), None)
+    flags, order = _HDR.field("lm_flags"), msg_order(request)
     if order is None:
         return 0
     return EARLY_SIZE if int.from_bytes(request[flags.offset:flags.end], order) & _AT_SUPPORT else 0

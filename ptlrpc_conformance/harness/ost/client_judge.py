@@ -297,8 +297,7 @@ def judge(events) -> dict[str, Finding]:
             if not in_flight:
                 j.check("CLI-ERR-1", is_connect, i,
                         f"after ERR {imp.must_reconnect.reply.status} to exchange {imp.must_reconnect.index} "
-                        f"the client "
-                        f"sends opc {r.opc} (pb_conn_cnt {body['pb_conn_cnt']}) before reconnecting")
+                        f"the client sends opc {r.opc} (pb_conn_cnt {body['pb_conn_cnt']}) before reconnecting")
                 imp.must_reconnect = None
 
         # -- CLI-REPLAY-*: the replay phase after a reconnect to a recovering target

@@ -23,6 +23,7 @@ import re
 import time
 
 from ptlrpc_conformance import spec
+from ptlrpc_conformance.harness.capture.pcap import round8     # the capture reader's, which serve uses too
 from ptlrpc_conformance.harness.transport.lnet_engine.wire import Nid
 
 _MGS = spec.mgs()
@@ -41,18 +42,6 @@ _UUID = re.compile(r"^(?P<fsname>[A-Za-z0-9_]{1,8})-OST(?P<index>[0-9a-f]{4})_UU
 
 MSG_MAGIC = spec.constant("LUSTRE_MSG_MAGIC_V2")
 
-
-def round8(n: int) -> int:
-    return (n + 7) & ~7
-
-
-def order(data: bytes) -> str | None:
-    """The byte order of a lustre_msg_v2 header, told by lm_magic; None when `data` is no such
-    header (too short for one, or another magic)."""
-    magic = _HDR.field("lm_magic")
-    if len(data) < _HDR.field("lm_buflens").offset:
-        return None
-    return next((o for o in ("little", "big") if int.from_bytes(data[magic.offset:magic.end], o) == MSG_MAGIC), None)
 
 
 def buffers(data: bytes) -> tuple[list[bytes], str] | None:

@@ -70,9 +70,6 @@ CONTROL_TIMEOUT = 5.0         # a control client that sends nothing for this lon
 CONTROL_OPS = ("status", "reset", "restart", "end_recovery", "fault", "fate", "stop")
 
 
-
-
-
 def client_id(nid: Nid, pid: int) -> str:
     """A peer's LNet process id as lnet/nidstrings.c: libcfs_idstr writes it."""
     user = C["LNET_PID_USERFLAG"]

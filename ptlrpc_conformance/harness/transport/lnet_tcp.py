@@ -446,7 +446,7 @@ class LnetTcpAdapter(Adapter):
             data = safety.with_last_xid(data, lambda last: self._wire_xid(c, last) if last else 0)
         out = link.exchange(safety.request_portal(opc), wire, data, reply_portal=REPLY_PORTAL,
                             at=bool(_lm_flags(data) & safety.AT_SUPPORT), timeout=self.live.drop,
-                            max_wait=max(self.timeout, self.live.drop), src_pid=self._src_pid(c),
+                            max_wait=max(self.timeout, self.live.drop),
                             given_up=given_up if self.live.control else None)
         result: dict = {"data": None, "replies": []}
         if out.kind == "reply":
@@ -481,11 +481,6 @@ class LnetTcpAdapter(Adapter):
                 c.port = 0
         return out.connection
 
-    def _src_pid(self, c: _Client) -> int | None:
-        """The pid a client's requests carry: always their node's (None: the one its hello
-        names); a server replies to it (module docstring)."""
-        return None
-
     def _wire_xid(self, c: _Client, xid: int) -> int:
         """The match bits client `c`'s XID `xid` goes with: on the shared connection
         (srcport=privileged) made the node's own, (c's number << 32) | xid (module docstring);
@@ -506,7 +501,7 @@ class LnetTcpAdapter(Adapter):
         # with a control socket, serve says when it sent no reply (a target in recovery keeps
         # a disconnect): no need to wait out the window
         out = link.exchange(safety.request_portal(opc), xid, data, reply_portal=REPLY_PORTAL,
-                            timeout=max(self.live.drop, 1.0), max_wait=self.timeout, src_pid=self._src_pid(c),
+                            timeout=max(self.live.drop, 1.0), max_wait=self.timeout,
                             given_up=(lambda: self._fate(c, xid, 1) == "none") if self.live.control else None)
         return out.reply.payload if out.kind == "reply" else None
 
@@ -660,7 +655,8 @@ class LnetTcpAdapter(Adapter):
         `sent`th time ("reply", "none", "pending"), or None when it cannot say (the drop window
         decides then)."""
         try:
-            answer = self._control_client().call("fate", xid=self._wire_xid(c, xid), sent=sent, pid=self._served_pid(c))
+            answer = self._control_client().call("fate", xid=self._wire_xid(c, xid), sent=sent,
+                                                 pid=self._served_pid(c))
         except (OSError, ValueError):
             return None
         return (answer.get("result") or {}).get("fate") if answer.get("ok") else None
