@@ -113,17 +113,20 @@ LONG_TESTS = {
 
 # The tests whose time is mostly waiting, not computing: a hang's timeouts, a hostile peer's
 # stalls (about 75 s of waiting in all, measured with each test alone; the CPU was idle for
-# most of it).  Every other test keeps the CPU busy, so while one of these waits a core is
-# idle, unless it waits beside the mutant zoo, whose runs keep both cores of a two-core machine
-# busy on their own for about 100 s.  So under `-n` the zoo leads the first worker's run and
-# these lead the others' (deal_long_tests).  "*": every test of the file.  Only the order
-# changes: every test runs, as it is.
+# most of it).  Every other test keeps the CPU busy, so while one of these waits on a worker of
+# its own, a core is idle.  So `-n auto` starts one worker more than the machine has cores
+# (pytest_xdist_auto_num_workers), and the last worker's run starts with all of these: they
+# wait beside the other workers, which keep the cores busy (the first of them starting with
+# the mutant zoo, whose runs keep two cores busy on their own).  With two workers, as under
+# `-n 2`, they lead the second worker's run, beside the zoo.  "*": every test of the file.
+# Only the order and the number of workers change: every test runs, as it is.
 ZOO_TEST = {"test_mutants.py": ["test_every_mutant_is_killed"]}
 WAITING_TESTS = {
     "test_hostile_testees.py": ["test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds",
                                 "test_trouble_mid_batch_hits_only_the_case_in_flight",
                                 "test_the_exec_adapter_knows_a_testee_that_did_not_answer_its_hello_after_a_restart",
                                 "test_one_bad_case_fails_and_the_run_goes_on"],
+    "test_faults_in_examples.py": ["test_a_fault_inside_an_example_is_the_cases_error"],
     "test_lnet_hostile.py": ["*"],
     "test_lnet_engine.py": ["*"],
     "test_serve_clients.py": ["*"],
@@ -140,21 +143,39 @@ def is_long(item) -> bool:
 
 
 def deal_long_tests(items, workers: int) -> None:
-    """Under `-n N` (worksteal): the first worker's run starts with the zoo, the other workers'
-    runs with the waiting tests (WAITING_TESTS, shared out among them), and every worker's then
-    with its share of the other long tests (LONG_TESTS); the short tests fill the runs up
-    (plugin/hooks.py lead_runs).  On one worker, the same order on it."""
+    """Under `-n N` (worksteal): the first worker's run starts with the zoo; the waiting tests
+    (WAITING_TESTS) lead the last worker's run, alone on it from three workers on (the lane
+    `-n auto` adds), beside the zoo on two; the other long tests (LONG_TESTS) are shared out
+    among the workers that keep the cores busy; the short tests fill the runs up (plugin/hooks.py
+    lead_runs).  On one worker, the same order on it."""
     zoo = [i for i in items if _listed(ZOO_TEST, i)]
     waiting = [i for i in items if _listed(WAITING_TESTS, i) and i not in zoo]
     taken = {id(i) for i in zoo + waiting}
     long = [i for i in items if is_long(i) and id(i) not in taken]
-    leads = [list(zoo)] + [[] for _ in range(workers - 1)]
-    for n, item in enumerate(waiting):
-        leads[1 + n % (workers - 1) if workers > 1 else 0].append(item)
+    leads = [[] for _ in range(workers)]
+    leads[0] += zoo
+    leads[-1] += waiting
+    busy = workers - 1 if workers >= 3 else workers     # the workers that compute
     for n, item in enumerate(long):
-        leads[n % workers].append(item)
+        leads[n % busy].append(item)
     from ptlrpc_conformance.plugin.hooks import lead_runs
     lead_runs(items, leads)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per core, and one more for the waiting tests (WAITING_TESTS), unless
+    PYTEST_XDIST_AUTO_NUM_WORKERS says how many (xdist's own rule then)."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return _cores() + 1
 
 
 @pytest.hookimpl(tryfirst=True)      # before xdist's own, which makes `-n` without --dist `load`

@@ -198,16 +198,18 @@ def _project_items(names):
     return [types.SimpleNamespace(path=conftest.TESTS / f, originalname=n, fixturenames=[]) for f, n in names]
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3])
-def test_the_zoo_leads_one_worker_and_the_waiting_tests_the_others(workers):
-    """conftest.py deal_long_tests: the zoo keeps two cores busy for about 100 s, so the tests
-    that mostly wait (WAITING_TESTS) run beside it, leading the other workers' runs; the other
-    long tests are shared out after them, and every test is kept once."""
+@pytest.mark.parametrize("workers", [1, 2, 3, 4])
+def test_the_zoo_leads_one_worker_and_the_waiting_tests_the_last(workers):
+    """conftest.py deal_long_tests: the zoo leads the first worker's run and the tests that
+    mostly wait (WAITING_TESTS) the last one's, alone on it from three workers on (the worker
+    `-n auto` adds for them); the other long tests are shared out among the other workers after
+    their leads, and every test is kept once."""
     import conftest
     [zoo] = [(f, n) for f, names in conftest.ZOO_TEST.items() for n in names]
-    short = [("test_adapter.py", f"test_{i}") for i in range(12)]
+    short = [("test_adapter.py", f"test_{i}") for i in range(16)]
     long = [("test_bench.py", "test_bench_quick_prints_every_section"),
-            ("test_cli.py", "test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class")]
+            ("test_cli.py", "test_errno_agnostic_mode_judges_accept_reject_and_reports_the_class"),
+            ("test_cli.py", "test_a_client_reporting_eproto_for_every_bad_reply_passes_framing")]
     waiting = [("test_hostile_testees.py", "test_a_testee_that_hangs_on_everything_stops_the_run_in_seconds"),
                ("test_lnet_engine.py", "test_any_test_of_the_file")]
     items = _project_items(short[:3] + long[:1] + waiting[:1] + short[3:] + [zoo] + long[1:]
@@ -224,13 +226,24 @@ def test_the_zoo_leads_one_worker_and_the_waiting_tests_the_others(workers):
         runs.append(got[at:at + size])
         at += size
     if workers == 1:
-        assert runs[0][:5] == [zoo, *waiting, *long]
+        assert runs[0][:6] == [zoo, *waiting, *long]
         return
-    assert runs[0][0] == zoo and not [w for w in runs[0] if w in waiting]
-    for run in runs[1:]:                     # each other worker starts with its share of the waiting tests
-        share = [w for w in run if w in waiting]
-        assert run[:len(share)] == share, run
-    assert len([run for run in runs[1:] if any(w in waiting for w in run)]) == min(len(waiting), workers - 1)
-    for run in runs:                         # then its long tests, then the short ones
+    assert runs[0][0] == zoo
+    assert runs[-1][:len(waiting)] == waiting
+    assert not [w for run in runs[:-1] for w in run if w in waiting]
+    with_long = [k for k, run in enumerate(runs) if any(n in long for n in run)]
+    assert with_long == list(range(min(len(long), workers if workers == 2 else workers - 1))), with_long
+    for run in runs:                         # its leads, then its long tests, then the short ones
         kinds = ["short" if n in short else "long" if n in long else "lead" for n in run]
         assert kinds == sorted(kinds, key=["lead", "long", "short"].index), run
+
+
+def test_n_auto_adds_a_worker_for_the_waiting_tests(monkeypatch):
+    """conftest.py: `-n auto` is a worker per core and one for the waiting tests, unless
+    PYTEST_XDIST_AUTO_NUM_WORKERS is set (then xdist's own rule gives the number)."""
+    import conftest
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(conftest.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert conftest.pytest_xdist_auto_num_workers(None) == 3
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
+    assert conftest.pytest_xdist_auto_num_workers(None) is None
