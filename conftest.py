@@ -169,7 +169,7 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)       # optional: a run with -p no:xdist has no such hook
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: a worker per core, and one more for the waiting tests (WAITING_TESTS), unless
     PYTEST_XDIST_AUTO_NUM_WORKERS says how many (xdist's own rule then)."""

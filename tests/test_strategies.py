@@ -1,4 +1,6 @@
 """The one-draw strategies (fixtures/strategies.py) and the order xdist workers run cases in."""
+import subprocess
+import sys
 import types
 
 import pytest
@@ -247,3 +249,12 @@ def test_n_auto_adds_a_worker_for_the_waiting_tests(monkeypatch):
     assert conftest.pytest_xdist_auto_num_workers(None) == 3
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "2")
     assert conftest.pytest_xdist_auto_num_workers(None) is None
+
+
+def test_the_projects_tests_run_without_xdist():
+    """The hook above is xdist's: a run of the project's tests with -p no:xdist still runs."""
+    import conftest
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:xdist", "-q", "-p", "no:cacheprovider",
+                           "tests/test_layers.py::test_every_part_is_in_the_table"],
+                          cwd=conftest.TESTS.parent, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
