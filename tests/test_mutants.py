@@ -137,6 +137,33 @@ def test_each_run_is_a_process_forked_from_one_server_with_its_output_status_and
     assert not (tmp_path / "out" / "report.json").exists()
 
 
+def test_runs_started_from_several_threads_each_get_their_own_exit_status(tmp_path):
+    """The zoo starts its runs from two threads at once: each run's exit status is its own.
+    (multiprocessing reads a forked child's status once, and a start from another thread
+    polls every running child: unguarded, about 1 run in 100 here came back as 255, the
+    status of a lost fork server; one such run failed the zoo.)"""
+    import threading
+    (tmp_path / "exit_with.py").write_text("import sys\nsys.exit(int(sys.argv[1]))\n")
+    env = dict(mutation.subprocess_env(None), PYTHONPATH=str(tmp_path))
+    got: dict[int, list[int]] = {}
+
+    def runs(status: int) -> None:
+        got[status] = []
+        for n in range(100):
+            folder = tmp_path / f"{status}-{n}"
+            folder.mkdir()
+            got[status].append(mutation._run([sys.executable, "-m", "exit_with", str(status)], str(folder), env,
+                                             120).returncode)
+
+    threads = [threading.Thread(target=runs, args=(status,)) for status in (3, 4, 5, 6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert {status: sorted(set(codes)) for status, codes in got.items()} == {3: [3], 4: [4], 5: [5], 6: [6]}
+    assert all(len(codes) == 100 for codes in got.values())
+
+
 def test_a_forked_run_starts_with_the_path_python_m_gives_it(tmp_path):
     """A forked run's sys.path is its working directory, its PYTHONPATH, then a new
     interpreter's: none of the folders the process that started the server had besides (an

@@ -195,6 +195,18 @@ def _fork_context():
     return _CONTEXT
 
 
+# A forked child's exit status comes from the fork server down a pipe, and is read once: by
+# the first poll of the child (multiprocessing.popen_forkserver.Popen.poll).  Process.start()
+# polls every other child it started that is still listed (multiprocessing.process._cleanup),
+# so a thread starting a run could read the status another thread's run was waiting for; the
+# waiting thread then read the pipe's end and took it for a lost fork server, exit status 255
+# (about 1 run in 100, four threads starting quick runs; seen once in the zoo's two at a time).
+# Every start and every read of a status here holds this lock; waiting for the child to end
+# does not.
+_STATUS_LOCK = threading.Lock()
+_KILLED_WAIT = 30.0        # seconds for a killed run's status to come back from the fork server
+
+
 def _run(cmd: list[str], cwd: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
     """`cmd` (a `python -m MODULE ...` command line: `ptlrpc-conformance certify ...`) run in `cwd` under `env`,
     stdin empty, its output captured, killed after `timeout` seconds (subprocess.TimeoutExpired)."""
@@ -203,17 +215,23 @@ def _run(cmd: list[str], cwd: str, env: dict, timeout: float) -> subprocess.Comp
         return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL)
     assert cmd[0] == sys.executable and cmd[1] == "-m", cmd
+    from multiprocessing.connection import wait
     outputs = [os.path.join(cwd, ".stdout"), os.path.join(cwd, ".stderr")]
     child = context.Process(target=_forked_cli, args=(cmd[2], cmd[3:], cwd, env, outputs, _interpreter_path(env)),
                             daemon=True)
-    child.start()
-    child.join(timeout)
-    if child.exitcode is None:
+    with _STATUS_LOCK:
+        child.start()
+    if not wait([child.sentinel], timeout):
         child.kill()
-        child.join()
+        wait([child.sentinel], _KILLED_WAIT)
+        with _STATUS_LOCK:
+            child.join(0)               # its status read, and the child off multiprocessing's list
         raise subprocess.TimeoutExpired(cmd, timeout)
+    with _STATUS_LOCK:
+        child.join(0)
+        status = child.exitcode
     out, err = (pathlib.Path(p).read_text(errors="replace") if os.path.exists(p) else "" for p in outputs)
-    return subprocess.CompletedProcess(cmd, child.exitcode, out, err)
+    return subprocess.CompletedProcess(cmd, status, out, err)
 
 
 def _forked_cli(cmd_module: str, argv: list[str], cwd: str, env: dict, outputs: list[str],
