@@ -199,30 +199,30 @@ def _swab_rules(release: str) -> dict:
         return rules
     mine, base = releases.load(release), releases.load(DEFAULT_RELEASE)
 
+    def follow(struct: str, mine_fields: set, base_fields: set, cite: str | None) -> None:
+        """`struct`'s rule as the release's routine swaps it: the fields it leaves as sent
+        that the default release's swaps are opaque, and the other way round."""
+        added, removed = mine_fields - base_fields, base_fields - mine_fields
+        if added or removed:
+            rule = rules.setdefault(struct, {"opaque": [], "cite": ""})
+            rule["opaque"] = [f for f in rule.get("opaque", []) if f not in removed] + sorted(added)
+            rule["cite"] = f"Lustre {release}: " + (cite or rule["cite"])
+
     def unswabbed(facts):
         out = {s: set(v["fields"]) for s, v in (facts.get("struct_unswabbed") or {}).items()}
         out.update({s: set(v) for s, v in facts["unswabbed"].items()})
         return out
     mine_u, base_u = unswabbed(mine), unswabbed(base)
     for struct in mine_u.keys() & base_u.keys():
-        added, removed = mine_u[struct] - base_u[struct], base_u[struct] - mine_u[struct]
-        if added or removed:
-            rule = rules.setdefault(struct, {"opaque": [], "cite": ""})
-            rule["opaque"] = [f for f in rule.get("opaque", []) if f not in removed] + sorted(added)
-            rule["cite"] = f"Lustre {release}: " + (mine.get("struct_unswabbed", {}).get(struct, {}).get("cite")
-                                                    or mine.get("unswabbed_cite", {}).get(struct, "") or rule["cite"])
+        follow(struct, mine_u[struct], base_u[struct],
+               mine.get("struct_unswabbed", {}).get(struct, {}).get("cite") or mine.get("unswabbed_cite", {}).get(struct))
     # a union swapped as one member (union_as): the member's fields the release's routine
     # leaves as sent, on the member's structure, which only the union's routine swaps
     # (ldlm_flock_wire, before LU-15527)
     mine_n, base_n = mine.get("union_unswabbed") or {}, base.get("union_unswabbed") or {}
     for union in mine_n.keys() & base_n.keys():
-        struct = mine_n[union]["struct"]
-        added = set(mine_n[union]["fields"]) - set(base_n[union]["fields"])
-        removed = set(base_n[union]["fields"]) - set(mine_n[union]["fields"])
-        if added or removed:
-            rule = rules.setdefault(struct, {"opaque": [], "cite": ""})
-            rule["opaque"] = [f for f in rule.get("opaque", []) if f not in removed] + sorted(added)
-            rule["cite"] = f"Lustre {release}: {mine_n[union]['cite']}"
+        follow(mine_n[union]["struct"], set(mine_n[union]["fields"]), set(base_n[union]["fields"]),
+               mine_n[union]["cite"])
     return rules
 
 
